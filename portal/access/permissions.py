@@ -1,0 +1,115 @@
+"""The one permission helper: every view, API endpoint and task asks here.
+
+A permission is always per study. Site administrators (staff) manage accounts through the admin;
+they get no study data from role checks unless they also hold a grant.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from datetime import datetime
+
+from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import PermissionDenied
+from django.db.models import Q, QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404
+from django.utils import timezone
+from django_scopes import scope
+from rest_framework.permissions import BasePermission
+
+from portal.access.models import Role, RoleGrant
+from portal.studies.models import Study
+
+
+def _active_grants(user, at: datetime | None = None) -> QuerySet[RoleGrant]:
+    now = at or timezone.now()
+    return RoleGrant.objects.filter(user=user).filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
+
+
+def active_roles(user, study: Study, *, at: datetime | None = None) -> frozenset[str]:
+    if user is None or not user.is_authenticated or not user.is_active:
+        return frozenset()
+    return frozenset(_active_grants(user, at).filter(study=study).values_list("role", flat=True))
+
+
+def has_role(user, study: Study, *roles: str) -> bool:
+    held = active_roles(user, study)
+    return bool(held & set(roles)) if roles else bool(held)
+
+
+def require_role(user, study: Study, *roles: str) -> frozenset[str]:
+    """Return the user's active roles in the study; raise PermissionDenied unless one is in ``roles``."""
+    held = active_roles(user, study)
+    if not (held & set(roles) if roles else held):
+        raise PermissionDenied(f"needs the role {' or '.join(roles) or 'any'} in study {study.code}")
+    return held
+
+
+def studies_for(user) -> QuerySet[Study]:
+    """Studies in which the user holds at least one active grant."""
+    if not user.is_authenticated:
+        return Study.objects.none()
+    return Study.objects.filter(pk__in=_active_grants(user).values("study")).distinct()
+
+
+def roles_by_study(user) -> dict[Study, list[str]]:
+    grouped: dict[Study, list[str]] = {}
+    if not user.is_authenticated:
+        return grouped
+    for grant in _active_grants(user).select_related("study").order_by("study__code", "role"):
+        grouped.setdefault(grant.study, []).append(grant.role)
+    return grouped
+
+
+def study_view(*roles: str) -> Callable:
+    """Decorate a view taking ``study_code``: login required, one of ``roles`` required, runs in the study scope.
+
+    The view is called as ``view(request, study, **kwargs)`` and ``request.study_roles`` holds the roles.
+    """
+
+    def decorator(view: Callable) -> Callable:
+        @functools.wraps(view)
+        def wrapper(request: HttpRequest, study_code: str, **kwargs) -> HttpResponse:
+            if not request.user.is_authenticated:
+                return redirect_to_login(request.get_full_path())
+            study = get_object_or_404(Study, code=study_code)
+            request.study_roles = require_role(request.user, study, *roles)
+            request.study = study
+            with scope(study=study):
+                return view(request, study, **kwargs)
+
+        wrapper.required_roles = roles
+        return wrapper
+
+    return decorator
+
+
+class StudyRolePermission(BasePermission):
+    """DRF permission: the view's ``required_roles`` (a tuple, or a dict by action) in ``study_code``."""
+
+    def has_permission(self, request, view) -> bool:
+        if not request.user or not request.user.is_authenticated:
+            return False
+        study = get_object_or_404(Study, code=view.kwargs["study_code"])
+        required = view.required_roles
+        if isinstance(required, dict):
+            required = required.get(getattr(view, "action", None) or request.method.lower(), required.get("*", ()))
+        view.study = study
+        view.study_roles = require_role(request.user, study, *required)
+        return True
+
+
+class StudyScopedAPIMixin:
+    """Mixin for DRF views under ``/api/studies/<study_code>/``: checks roles and runs in the study scope."""
+
+    permission_classes = [StudyRolePermission]
+    required_roles: tuple[str, ...] | dict[str, tuple[str, ...]] = (Role.COORDINATOR,)
+
+    def dispatch(self, request, *args, **kwargs):
+        # The scope is entered before authentication; StudyRolePermission then refuses (404 or 403)
+        # before any study data is read.
+        study = Study.objects.filter(code=kwargs.get("study_code")).first()
+        with scope(study=study):
+            return super().dispatch(request, *args, **kwargs)

@@ -1,0 +1,38 @@
+"""Granting and revoking per-study roles."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.db import transaction
+
+from portal.access.models import Role, RoleGrant
+from portal.audit.services import record
+
+
+def _snapshot(grant: RoleGrant) -> dict:
+    return {"user": grant.user.get_username(), "study": grant.study.code, "role": grant.role,
+            "expires_at": grant.expires_at}
+
+
+@transaction.atomic
+def grant_role(actor, user, study, role: str, *, expires_at: datetime | None = None) -> RoleGrant:
+    """Give ``user`` the ``role`` in ``study`` (or change the expiry of the grant they hold)."""
+    if role not in Role.values:
+        raise ValueError(f"unknown role {role!r}; expected one of {', '.join(Role.values)}")
+    grant = RoleGrant.objects.select_for_update().filter(user=user, study=study, role=role).first()
+    before = _snapshot(grant) if grant else None
+    if grant is None:
+        grant = RoleGrant(user=user, study=study, role=role)
+    grant.expires_at = expires_at
+    grant.granted_by = actor if getattr(actor, "is_authenticated", False) else None
+    grant.save()
+    record(actor, "access.role_granted", grant, before=before, after=_snapshot(grant), study=study)
+    return grant
+
+
+@transaction.atomic
+def revoke_role(actor, grant: RoleGrant) -> None:
+    before = _snapshot(grant)
+    record(actor, "access.role_revoked", grant, before=before, study=grant.study)
+    grant.delete()

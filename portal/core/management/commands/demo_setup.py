@@ -1,0 +1,47 @@
+"""Create a demo study with one user per role and print their logins (idempotent)."""
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+from django.db import transaction
+
+from portal.access.models import Role
+from portal.access.services import grant_role
+from portal.studies.models import Study
+from portal.studies.services import create_study
+
+DEMO_STUDY = "demo"
+# Demo accounts for a local machine only; `make run` prints them.
+DEMO_USERS = [
+    ("coordinator", "ceres-demo-coordinator", [Role.COORDINATOR]),
+    ("ethics1", "ceres-demo-ethics1", [Role.ETHICS_OFFICER]),
+    ("ethics2", "ceres-demo-ethics2", [Role.ETHICS_OFFICER]),
+    ("researcher", "ceres-demo-researcher", [Role.RESEARCHER]),
+]
+DEMO_ADMIN = ("admin", "ceres-demo-admin")
+
+
+class Command(BaseCommand):
+    help = "Create the demo study, one user per role and a site administrator; print the logins."
+
+    @transaction.atomic
+    def handle(self, *args, **options):
+        User = get_user_model()
+        actor = "demo_setup"
+        study = Study.objects.filter(code=DEMO_STUDY).first() or create_study(
+            actor, code=DEMO_STUDY, title="Demo: kitchen pick-and-place", project_id="CERES-DEMO-01",
+            status=Study.Status.ACTIVE, audio_policy=Study.AudioPolicy.DISCARD,
+        )
+        admin_name, admin_password = DEMO_ADMIN
+        if not User.objects.filter(username=admin_name).exists():
+            User.objects.create_superuser(admin_name, password=admin_password)
+        lines = [f"  {'site admin':<18} {admin_name:<12} {admin_password}"]
+        for username, password, roles in DEMO_USERS:
+            user = User.objects.filter(username=username).first()
+            if user is None:
+                user = User.objects.create_user(username, password=password)
+            for role in roles:
+                if not user.role_grants.filter(study=study, role=role).exists():
+                    grant_role(actor, user, study, role)
+            lines.append(f"  {Role(roles[0]).label:<18} {username:<12} {password}")
+        self.stdout.write(f"Demo study '{study.code}' ready. Logins (role, username, password):")
+        self.stdout.write("\n".join(lines))

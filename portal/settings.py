@@ -1,0 +1,238 @@
+"""CERES Portal settings: one file, every knob read from the environment.
+
+Defaults need no server (SQLite, a Celery worker on the ``filesystem://`` broker, local folders
+behind Django's storage API). Production sets ``DATABASE_URL``, ``CELERY_BROKER_URL``, the S3
+variables, ``CERES_SECRET_KEY``, ``CERES_ALLOWED_HOSTS`` and ``CERES_HTTPS=1``; see
+``infra/production/env.example``.
+"""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from portal.env import env_bool, env_choice, env_int, env_list, env_str, env_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+DATA_DIR = Path(env_str("CERES_DATA_DIR", str(BASE_DIR / "var")))
+
+DEBUG = env_bool("CERES_DEBUG", False)
+HTTPS = env_bool("CERES_HTTPS", False)
+
+
+def _secret_key() -> str:
+    key = env_str("CERES_SECRET_KEY")
+    if key:
+        if len(key) < 50 or len(set(key)) < 5:
+            raise ImproperlyConfigured("CERES_SECRET_KEY must be at least 50 characters with 5 distinct ones")
+        return key
+    # No key given: keep one per data folder, so sessions survive restarts on a dev machine.
+    path = DATA_DIR / "secret-key"
+    if not path.exists():
+        DATA_DIR.mkdir(parents=True, exist_ok=True)
+        path.write_text(secrets.token_urlsafe(64))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+SECRET_KEY = _secret_key()
+ALLOWED_HOSTS = env_list("CERES_ALLOWED_HOSTS", ["127.0.0.1", "localhost"])
+CSRF_TRUSTED_ORIGINS = env_list("CERES_CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "portal.core",
+    "portal.audit",
+    "portal.studies",
+    "portal.access",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "portal.core.middleware.AdminScopeMiddleware",
+]
+
+ROOT_URLCONF = "portal.urls"
+WSGI_APPLICATION = "portal.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "portal.core.context_processors.navigation",
+            ],
+        },
+    },
+]
+
+# --- database -------------------------------------------------------------------------------
+DATABASE_URL = env_url("DATABASE_URL", schemes=("postgres", "postgresql", "sqlite"))
+if DATABASE_URL:
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)}
+else:
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": DATA_DIR / "portal.sqlite3",
+            # The web server and the Celery worker share the file: wait for locks instead of failing,
+            # and take the write lock at BEGIN so two writers never deadlock on an upgrade.
+            "OPTIONS": {"timeout": 30, "transaction_mode": "IMMEDIATE"},
+        }
+    }
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 12}},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "dashboard"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-gb"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = DATA_DIR / "static"
+STATICFILES_DIRS = [BASE_DIR / "portal" / "static"]
+
+# --- storage --------------------------------------------------------------------------------
+# Three private storages: capture sources (and consent documents), episode shards, releases.
+STORAGE_BACKEND = env_choice("CERES_STORAGE", "local", ("local", "s3"))
+STORAGE_NAMES = ("captures", "shards", "releases")
+
+
+def _storage(name: str) -> dict:
+    if STORAGE_BACKEND == "local":
+        return {
+            "BACKEND": "django.core.files.storage.FileSystemStorage",
+            "OPTIONS": {"location": str(DATA_DIR / "storage" / name), "base_url": None},
+        }
+    return {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {
+            "bucket_name": env_str(f"CERES_S3_BUCKET_{name.upper()}", f"ceres-{name}"),
+            "endpoint_url": env_url("CERES_S3_ENDPOINT_URL", schemes=("http", "https")),
+            "access_key": env_str("CERES_S3_ACCESS_KEY_ID", required=True),
+            "secret_key": env_str("CERES_S3_SECRET_ACCESS_KEY", required=True),
+            "region_name": env_str("CERES_S3_REGION", "us-east-1"),
+            "addressing_style": env_choice("CERES_S3_ADDRESSING_STYLE", "path", ("path", "virtual")),
+            "signature_version": "s3v4",
+            "default_acl": "private",
+            "querystring_auth": True,
+            "querystring_expire": env_int("CERES_DOWNLOAD_LINK_SECONDS", 300, minimum=10, maximum=3600),
+            "file_overwrite": False,
+        },
+    }
+
+
+STORAGES = {
+    "default": {
+        "BACKEND": "django.core.files.storage.FileSystemStorage",
+        "OPTIONS": {"location": str(DATA_DIR / "storage" / "default"), "base_url": None},
+    },
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"
+                    if not DEBUG else "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    **{name: _storage(name) for name in STORAGE_NAMES},
+}
+FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024  # larger uploads stream to a temporary file
+DATA_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
+FILE_UPLOAD_TEMP_DIR = env_str("CERES_UPLOAD_TEMP_DIR")
+
+# --- Celery ---------------------------------------------------------------------------------
+CELERY_BROKER_URL = env_url("CELERY_BROKER_URL", "filesystem://", schemes=("filesystem", "redis", "rediss", "amqp",
+                                                                           "amqps", "memory"))
+BROKER_DIR = DATA_DIR / "broker"
+CELERY_BROKER_TRANSPORT_OPTIONS = (
+    {
+        "data_folder_in": str(BROKER_DIR / "queue"),
+        "data_folder_out": str(BROKER_DIR / "queue"),
+        "processed_folder": str(BROKER_DIR / "processed"),
+        "store_processed": False,
+    }
+    if CELERY_BROKER_URL.startswith("filesystem")
+    else {"visibility_timeout": env_int("CERES_TASK_VISIBILITY_TIMEOUT", 3 * 3600, minimum=60)}
+)
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_ALWAYS_EAGER = env_bool("CERES_TASKS_EAGER", False)
+CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
+CELERY_BEAT_SCHEDULE: dict = {}
+
+# --- REST API -------------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+        "rest_framework.authentication.TokenAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "PAGE_SIZE": 50,
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "CERES Portal API",
+    "DESCRIPTION": "Study registry, recordings, episodes and releases of the CERES portal.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
+}
+
+# --- security -------------------------------------------------------------------------------
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_AGE = env_int("CERES_SESSION_SECONDS", 8 * 3600, minimum=300)
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+if HTTPS:
+    SECURE_SSL_REDIRECT = True
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = env_int("CERES_HSTS_SECONDS", 31536000, minimum=0)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
+
+# --- domain ---------------------------------------------------------------------------------
+CERES_DEMO = env_bool("CERES_DEMO", False)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_choice("CERES_LOG_LEVEL", "INFO",
+                                                          ("DEBUG", "INFO", "WARNING", "ERROR"))},
+}
