@@ -1,0 +1,46 @@
+# Shared by start.sh and stop.sh: where the gateway's state lives and how to tell a server is ours and alive.
+# shellcheck shell=bash
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+state=${CERES_SWIFT_DIR:-$repo/var/swift}
+s3_port=${CERES_S3_PORT:-8085}
+etc=$state/etc
+devices=$state/srv
+run=$state/run
+logs=$state/log
+servers=(object-server container-server account-server proxy-server)
+
+log() { echo "swift: $*" >&2; }
+die() {
+    echo "swift: error: $*" >&2
+    exit 1
+}
+
+# The pid in run/<name>.pid, if that process is alive and is the server started with our config file.
+server_pid() { # name
+    local name=$1 pid
+    [[ -f $run/$name.pid ]] || return 1
+    pid=$(<"$run/$name.pid")
+    [[ -r /proc/$pid/cmdline ]] || return 1
+    tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF "$etc/$name.conf" || return 1
+    echo "$pid"
+}
+
+server_running() { server_pid "$1" >/dev/null; }
+
+server_port() { # name
+    case $1 in
+        object-server) echo 6210 ;;
+        container-server) echo 6211 ;;
+        account-server) echo 6212 ;;
+        proxy-server) echo "$s3_port" ;;
+    esac
+}
+
+port_open() { # port
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+proxy_healthy() {
+    [[ $(curl -s -m 2 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$s3_port/healthcheck") == 200 ]]
+}
