@@ -1,0 +1,87 @@
+"""``python -m exporter``: export, verify, generate, assemble."""
+
+import argparse
+import importlib
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from exporter.errors import SourceError
+
+
+def _export(args: argparse.Namespace) -> int:
+    from exporter.shard import export_shard
+    from exporter.tasks import read_tasks
+
+    tasks = read_tasks(args.tasks) if args.tasks else None
+    study = None
+    if args.study_json:
+        try:
+            study = json.loads(args.study_json.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise SourceError(f"unreadable study JSON: {exc}", path=str(args.study_json)) from None
+    result = export_shard(
+        args.source,
+        args.out_dir,
+        episode_index=args.episode_index,
+        from_index=args.from_index,
+        tasks=tasks,
+        study=study,
+    )
+    for warning in result.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    print(result.summary())
+    return 0
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from exporter.receipt import verify_shard
+
+    problems = verify_shard(args.shard_dir)
+    for problem in problems:
+        print(problem)
+    return 1 if problems else 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m exporter", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    export = commands.add_parser("export", help="capture source (folder or ZIP) -> episode shard")
+    export.add_argument("source", type=Path)
+    export.add_argument("out_dir", type=Path)
+    export.add_argument("--episode-index", type=int, default=0)
+    export.add_argument("--from-index", type=int, default=0, help="global index of the episode's first frame")
+    export.add_argument("--tasks", type=Path, help="the study dataset's current meta/tasks.parquet")
+    export.add_argument("--study-json", type=Path, help="study block from the portal's registry")
+    export.set_defaults(run=_export)
+
+    verify = commands.add_parser("verify", help="check a shard against its receipt")
+    verify.add_argument("shard_dir", type=Path)
+    verify.set_defaults(run=_verify)
+
+    # parsed by their own modules (see main); listed here for --help
+    commands.add_parser("generate", help="write a synthetic capture source", add_help=False)
+    commands.add_parser("assemble", help="assemble shards into one study dataset", add_help=False)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = _parser()
+    if argv and argv[0] in ("generate", "assemble"):
+        # these subcommands live in modules of their own, imported only when used
+        module = importlib.import_module(f"exporter.{argv[0]}")
+        sub = argparse.ArgumentParser(prog=f"python -m exporter {argv[0]}")
+        module.add_arguments(sub)
+        args = sub.parse_args(argv[1:])
+        run = module.run
+    else:
+        args = parser.parse_args(argv)
+        run = args.run
+    try:
+        return int(run(args) or 0)
+    except SourceError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2

@@ -1,0 +1,355 @@
+"""Write one immutable LeRobotDataset v3 episode shard (shard.md), staged next to OUT_DIR then renamed."""
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import av
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from exporter.errors import ShardExistsError, SourceError
+from exporter.features import feature_table, video_key
+from exporter.receipt import write_receipt
+from exporter.rows import Rows, build_rows
+from exporter.source import STUDY_KEYS, Capture, check_study_block, open_source, parse_capture
+from exporter.stats import STAT_NAMES, feature_stats
+from exporter.tasks import extend_tasks, write_tasks
+
+CHUNKS_SIZE = 1000
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    shard_dir: Path
+    rows: int
+    gap_rows: int
+    retained_segments: int
+    dropped_retries: int
+    video_method: str | None
+    tasks: list[str]  # the extended task table
+    receipt_sha256: str
+    warnings: list[str]
+
+    def summary(self) -> str:
+        return (
+            f"{self.shard_dir.name}: {self.rows} rows, {self.gap_rows} gap rows, "
+            f"{self.retained_segments} retained segments, {self.dropped_retries} dropped retries, "
+            f"video {self.video_method or 'none'}"
+        )
+
+
+def shard_name(episode_index: int) -> str:
+    return f"episode-{episode_index:06d}"
+
+
+def _chunk_file(episode_index: int) -> str:
+    return f"chunk-{episode_index // CHUNKS_SIZE:03d}/file-{episode_index % CHUNKS_SIZE:03d}"
+
+
+def rfc3339(moment: datetime) -> str:
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _json_bytes(value: Any) -> bytes:
+    return (json.dumps(value, indent=2, ensure_ascii=False, allow_nan=False) + "\n").encode()
+
+
+def _study_block(capture: Capture, study: dict[str, Any] | None) -> dict[str, Any]:
+    """The portal's registry values replace the recorder's claims wholesale when given."""
+    if study is None:
+        return {**capture.study_claims, "raw_audio_retained": capture.audio_in_source}
+    unknown = set(study) - {*STUDY_KEYS, "raw_audio_retained"}
+    if unknown:
+        raise SourceError(f"unknown study keys: {', '.join(sorted(unknown))}", path="study")
+    retained = study.get("raw_audio_retained", capture.audio_in_source)
+    if not isinstance(retained, bool):
+        raise SourceError("'raw_audio_retained' must be a boolean", path="study")
+    return {**check_study_block(study, "study"), "raw_audio_retained": retained}
+
+
+def _data_table(rows: Rows, fps: int, episode_index: int, from_index: int) -> pa.Table:
+    n = len(rows)
+    frame_index = np.arange(n, dtype=np.int64)
+    columns = {
+        "observation.state": pa.FixedSizeListArray.from_arrays(pa.array(rows.state.reshape(-1)), rows.state.shape[1]),
+        "action": pa.FixedSizeListArray.from_arrays(pa.array(rows.action.reshape(-1)), rows.action.shape[1]),
+        "timestamp": pa.array((frame_index / fps).astype(np.float32)),
+        "frame_index": pa.array(frame_index),
+        "episode_index": pa.array(np.full(n, episode_index, dtype=np.int64)),
+        "index": pa.array(frame_index + from_index),
+        "task_index": pa.array(rows.task_index),
+        "ceres.source_frame_index": pa.array(rows.source_slot),
+        "ceres.source_timestamp": pa.array(rows.source_time),
+        "ceres.source_gap": pa.array(rows.gap),
+    }
+    return pa.table(columns)
+
+
+def _data_stats(table: pa.Table) -> dict[str, dict[str, list[Any]]]:
+    stats = {}
+    for name in table.column_names:
+        column = table.column(name).combine_chunks()
+        if pa.types.is_fixed_size_list(column.type):
+            values = column.flatten().to_numpy().reshape(len(column), column.type.list_size)
+        else:
+            values = column.to_numpy(zero_copy_only=False)
+        stats[name] = feature_stats(values.astype(np.float64) if values.dtype == bool else values)
+    return stats
+
+
+def _episodes_table(
+    *,
+    episode_index: int,
+    tasks: list[str],
+    length: int,
+    from_index: int,
+    fps: int,
+    video: str | None,
+    stats: dict[str, dict[str, list[Any]]],
+) -> pa.Table:
+    chunk, file = divmod(episode_index, CHUNKS_SIZE)
+    int64 = pa.int64()
+    columns: dict[str, tuple[Any, pa.DataType]] = {
+        "episode_index": (episode_index, int64),
+        "tasks": (tasks, pa.list_(pa.string())),
+        "length": (length, int64),
+        "data/chunk_index": (chunk, int64),
+        "data/file_index": (file, int64),
+        "dataset_from_index": (from_index, int64),
+        "dataset_to_index": (from_index + length, int64),
+    }
+    if video is not None:
+        columns[f"videos/{video}/chunk_index"] = (chunk, int64)
+        columns[f"videos/{video}/file_index"] = (file, int64)
+        columns[f"videos/{video}/from_timestamp"] = (0.0, pa.float64())
+        columns[f"videos/{video}/to_timestamp"] = (length / fps, pa.float64())
+    for feature, feature_stats_ in stats.items():
+        values_type = pa.list_(pa.list_(pa.list_(pa.float64()))) if feature == video else pa.list_(pa.float64())
+        for stat in STAT_NAMES:
+            values = feature_stats_[stat]
+            columns[f"stats/{feature}/{stat}"] = (values, pa.list_(int64) if stat == "count" else values_type)
+    columns["meta/episodes/chunk_index"] = (chunk, int64)
+    columns["meta/episodes/file_index"] = (file, int64)
+    return pa.table({name: pa.array([value], type=kind) for name, (value, kind) in columns.items()})
+
+
+def _video_dimensions(path: Path) -> tuple[int, int]:
+    with av.open(str(path)) as media:
+        stream = media.streams.video[0]
+        return stream.height, stream.width
+
+
+def _write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+
+def _write_shard(
+    staging: Path,
+    capture: Capture,
+    camera_path: Path | None,
+    rows: Rows,
+    *,
+    episode_index: int,
+    from_index: int,
+    tasks: list[str],
+    study: dict[str, Any],
+    exported_at: str,
+) -> tuple[str | None, list[str]]:
+    fps = capture.rate_hz
+    name = _chunk_file(episode_index)
+    warnings = list(capture.warnings)
+    video = video_result = None
+    video_stats_: dict[str, list[Any]] | None = None
+    if capture.camera is not None:
+        from exporter.video import export_video, video_stats
+
+        video = video_key(capture.camera.selected)
+        mp4 = staging / "videos" / video / f"{name}.mp4"
+        mp4.parent.mkdir(parents=True)
+        video_result = export_video(
+            camera_path,
+            capture.camera_probe,
+            capture.camera.first_frame_source_time,
+            rows.slot_time,
+            rows.consecutive,
+            fps,
+            mp4,
+        )
+        if video_result.misaligned_rows:
+            warnings.append(f"{video_result.misaligned_rows} rows have no camera frame within half a slot period")
+        video_stats_ = video_stats(mp4)
+        height, width = _video_dimensions(mp4)
+
+    table = _data_table(rows, fps, episode_index, from_index)
+    data_path = staging / "data" / f"{name}.parquet"
+    data_path.parent.mkdir(parents=True)
+    pq.write_table(table, data_path)
+    stats: dict[str, dict[str, list[Any]]] = {}
+    for feature, values in _data_stats(table).items():
+        stats[feature] = values
+        if feature == "action" and video is not None:  # the video feature follows action (table order)
+            stats[video] = video_stats_
+    del table
+
+    episode_tasks = list(dict.fromkeys(s.segment.task for s in rows.segments))
+    episodes = _episodes_table(
+        episode_index=episode_index,
+        tasks=episode_tasks,
+        length=len(rows),
+        from_index=from_index,
+        fps=fps,
+        video=video,
+        stats=stats,
+    )
+    episodes_path = staging / "meta" / "episodes" / f"{name}.parquet"
+    episodes_path.parent.mkdir(parents=True)
+    pq.write_table(episodes, episodes_path)
+    write_tasks(staging / "meta" / "tasks.parquet", tasks)
+    info = {
+        "codebase_version": "v3.0",
+        "robot_type": "ceres_webxr_hands",
+        "total_episodes": 1,
+        "total_frames": len(rows),
+        "total_tasks": len(tasks),
+        "chunks_size": CHUNKS_SIZE,
+        "data_files_size_in_mb": 100,
+        "video_files_size_in_mb": 200,
+        "fps": fps,
+        "splits": {"train": f"{episode_index}:{episode_index + 1}"},
+        "data_path": "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet",
+        "video_path": ("videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4" if video else None),
+        "features": feature_table(fps, (video, height, width) if video else None),
+    }
+    _write(staging / "meta" / "info.json", _json_bytes(info))
+    _write(staging / "meta" / "stats.json", _json_bytes(stats))
+
+    spec = capture.task_specification
+    if spec is not None:
+        _write(staging / spec.path, spec.canonical)
+    camera = capture.camera
+    probe = capture.camera_probe
+    metadata = {
+        "schema": "ceres-episode-export-metadata",
+        "version": 3,
+        "episode_id": capture.capture_id,
+        "episode_index": episode_index,
+        "recorded_at": capture.recorded_at,
+        "exported_at": exported_at,
+        "camera": None
+        if camera is None
+        else {
+            "selected": camera.selected,
+            "width": probe.width,
+            "height": probe.height,
+            "frame_rate": probe.measured_frame_rate or camera.frame_rate,
+            "characteristics": camera.characteristics,
+        },
+        "video": None
+        if video_result is None
+        else {"method": video_result.method, "misaligned_rows": video_result.misaligned_rows},
+        "capture_device": capture.capture_device,
+        "recorder_rate_hz": capture.rate_hz,
+        "study": study,
+        "calibration": capture.calibration,
+        "segments": [
+            {
+                "cycle": s.segment.cycle,
+                "repetition": s.segment.repetition,
+                "take": s.segment.take,
+                "task": s.segment.task,
+                "task_index": s.task_index,
+                "annotations": s.segment.annotations,
+                "outcome": s.segment.outcome,
+                "durable_frames": s.durable_frames,
+                "gap_frames": s.gap_frames,
+                "source_start_timestamp": float(rows.source_time[s.frame_from]),
+                "source_end_timestamp": float(rows.source_time[s.frame_to - 1]),
+                "frame_index_from": s.frame_from,
+                "frame_index_to": s.frame_to,
+            }
+            for s in rows.segments
+        ],
+        "task_specification": None
+        if spec is None
+        else {"version": spec.version, "sha256": spec.sha256, "path": spec.path},
+        "warnings": warnings,
+    }
+    _write(staging / "ceres" / "episode-metadata.json", _json_bytes(metadata))
+    return (video_result.method if video_result else None), warnings
+
+
+def export_shard(
+    source: Path,
+    out_dir: Path,
+    *,
+    episode_index: int = 0,
+    from_index: int = 0,
+    tasks: list[str] | None = None,
+    study: dict[str, Any] | None = None,
+    exported_at: datetime | None = None,
+) -> ExportResult:
+    """Export a capture source as ``out_dir/episode-NNNNNN/``; SourceError for bad input, nothing written."""
+    if type(episode_index) is not int or episode_index < 0:
+        raise SourceError("the episode index must be an integer >= 0", path="--episode-index")
+    if type(from_index) is not int or from_index < 0:
+        raise SourceError("the global from-index must be an integer >= 0", path="--from-index")
+    out_dir = Path(out_dir)
+    target = out_dir / shard_name(episode_index)
+    if target.exists():
+        raise ShardExistsError("already exists; shards are immutable", path=str(target))
+    created_at = rfc3339(exported_at or datetime.now(UTC))
+    with open_source(Path(source)) as container:
+        capture = parse_capture(container)
+        study_block = _study_block(capture, study)
+        retained = [s for s in capture.journal.segments if s.retained]
+        table = extend_tasks(tasks or [], (s.task for s in retained))
+        rows = build_rows(capture.journal, capture.rate_hz, {task: i for i, task in enumerate(table)})
+        camera_path = container.local_path(capture.camera.media) if capture.camera else None
+        out_dir.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.staging-", dir=out_dir))
+        try:
+            video_method, warnings = _write_shard(
+                staging,
+                capture,
+                camera_path,
+                rows,
+                episode_index=episode_index,
+                from_index=from_index,
+                tasks=table,
+                study=study_block,
+                exported_at=created_at,
+            )
+            receipt = write_receipt(
+                staging, episode_id=capture.capture_id, episode_index=episode_index, created_at=created_at
+            )
+            if target.exists():
+                raise ShardExistsError("already exists; shards are immutable", path=str(target))
+            staging.chmod(0o755)
+            os.rename(staging, target)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                shutil.rmtree(staging)
+            raise
+    return ExportResult(
+        shard_dir=target,
+        rows=len(rows),
+        gap_rows=int(rows.gap.sum()),
+        retained_segments=len(retained),
+        dropped_retries=len(capture.journal.segments) - len(retained),
+        video_method=video_method,
+        tasks=table,
+        receipt_sha256=hashlib.sha256(receipt).hexdigest(),
+        warnings=warnings,
+    )

@@ -1,0 +1,509 @@
+"""Capture source: the container (folder or ZIP) and ``capture.json`` (capture-source.md sections 1, 2).
+
+``open_source`` checks the container before anything is read from it; ``read_capture`` validates a
+whole capture source, journal and media included, the way ingest needs it.
+"""
+
+import contextlib
+import hashlib
+import json
+import math
+import os
+import re
+import shutil
+import stat
+import tempfile
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import date, datetime
+from pathlib import Path, PurePosixPath
+from typing import IO, Any
+
+import av
+
+from exporter.errors import SourceError
+from exporter.journal import JOURNAL, Journal, parse_journal
+
+MANIFEST = "capture.json"
+DROPPED_KEYS = frozenset({"device_id", "user_agent"})
+AVAILABILITIES = ("known", "unknown", "unavailable")
+CAMERA_FORMATS = {("mp4", "h264"), ("mp4", "hevc"), ("webm", "vp8"), ("webm", "vp9")}
+# PyAV demuxer name -> our container name, and the audio codecs a lone microphone file may hold.
+MICROPHONE_FORMATS = {
+    "mov,mp4,m4a,3gp,3g2,mj2": ("m4a", ("aac",)),
+    "matroska,webm": ("webm", ("opus",)),
+    "wav": ("wav", ("pcm_s16le", "pcm_s24le", "pcm_s32le", "pcm_f32le", "pcm_u8")),
+}
+_CAPTURE_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
+_CAMERA_KEY = re.compile(r"[a-z0-9_]+")
+_RFC3339_UTC = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]00:00)")
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+# --- container ------------------------------------------------------------------------------------
+
+
+def _safe_relative(name: str) -> str:
+    """A member path as the spec allows it: relative, '/'-separated, no '..' (zip-slip)."""
+    path = PurePosixPath(name)
+    if name.startswith("/") or "\\" in name or re.match(r"[A-Za-z]:", name) or ".." in path.parts:
+        raise SourceError("unsafe path (absolute, '..' or '\\') rejected", path=name)
+    return str(path)
+
+
+class Container:
+    """Read access to the regular files of a capture source, by relative path."""
+
+    label: str
+    files: frozenset[str]
+
+    def open(self, name: str) -> IO[bytes]:
+        raise NotImplementedError
+
+    def local_path(self, name: str) -> Path:
+        """A file-system path of the member (extracted for a ZIP), valid while the source is open."""
+        raise NotImplementedError
+
+
+class FolderContainer(Container):
+    def __init__(self, root: Path):
+        self.root = root
+        self.label = str(root)
+        files = set()
+        for dirpath, dirnames, filenames in os.walk(root):
+            for entry in (*dirnames, *filenames):
+                full = Path(dirpath, entry)
+                name = full.relative_to(root).as_posix()
+                mode = full.lstat().st_mode
+                if stat.S_ISLNK(mode):
+                    raise SourceError("symbolic links are not allowed in a capture source", path=name)
+                if stat.S_ISREG(mode):
+                    files.add(name)
+                elif not stat.S_ISDIR(mode):
+                    raise SourceError("device files, FIFOs and sockets are not allowed", path=name)
+        self.files = frozenset(files)
+
+    def open(self, name: str) -> IO[bytes]:
+        return (self.root / name).open("rb")
+
+    def local_path(self, name: str) -> Path:
+        return self.root / name
+
+
+class ZipContainer(Container):
+    def __init__(self, archive: zipfile.ZipFile, label: str, scratch: Path):
+        self.archive = archive
+        self.label = label
+        self.scratch = scratch
+        members: dict[str, zipfile.ZipInfo] = {}
+        for info in archive.infolist():
+            name = _safe_relative(info.filename)
+            kind = stat.S_IFMT(info.external_attr >> 16)
+            if kind == stat.S_IFLNK:
+                raise SourceError("symbolic links are not allowed in a capture source", path=info.filename)
+            if kind not in (0, stat.S_IFREG, stat.S_IFDIR):
+                raise SourceError("device files, FIFOs and sockets are not allowed", path=info.filename)
+            if info.is_dir() or kind == stat.S_IFDIR:
+                continue
+            if name in members:
+                raise SourceError("duplicate archive entry", path=info.filename)
+            members[name] = info
+        prefix = self._root_prefix(members)
+        self.members = {name[len(prefix) :]: info for name, info in members.items()}
+        self.files = frozenset(self.members)
+
+    @staticmethod
+    def _root_prefix(members: dict[str, zipfile.ZipInfo]) -> str:
+        if MANIFEST in members:
+            return ""
+        tops = {name.split("/", 1)[0] for name in members}
+        if len(tops) == 1 and all("/" in name for name in members):
+            return f"{tops.pop()}/"
+        return ""  # no manifest where it may be; reported as a missing capture.json
+
+    def open(self, name: str) -> IO[bytes]:
+        return self.archive.open(self.members[name])
+
+    def local_path(self, name: str) -> Path:
+        target = self.scratch / name
+        if not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with self.open(name) as member, target.open("wb") as out:
+                shutil.copyfileobj(member, out, 1 << 20)
+        return target
+
+
+@contextlib.contextmanager
+def open_source(source: Path) -> Iterator[Container]:
+    """Open a capture source folder or ZIP archive; every path in it is checked first."""
+    source = Path(source)
+    if source.is_dir():
+        yield FolderContainer(source)
+        return
+    if not source.is_file() or not zipfile.is_zipfile(source):
+        raise SourceError("not a capture source folder or ZIP archive", path=str(source))
+    with tempfile.TemporaryDirectory(prefix="ceres-source-") as scratch:
+        try:
+            with zipfile.ZipFile(source) as archive:
+                yield ZipContainer(archive, str(source), Path(scratch))
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError) as exc:
+            # RuntimeError: encrypted member; NotImplementedError: unsupported compression
+            raise SourceError(f"unreadable ZIP archive: {exc}", path=str(source)) from None
+
+
+# --- capture.json -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CameraSpec:
+    selected: str
+    media: str
+    width: int
+    height: int
+    frame_rate: float
+    first_frame_source_time: float
+    characteristics: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class TaskSpecification:
+    version: str
+    canonical: bytes
+    sha256: str
+
+    @property
+    def path(self) -> str:
+        return f"ceres/task-specifications/{self.sha256}.json"
+
+
+@dataclass
+class Capture:
+    """A validated capture source. ``camera_probe`` is the camera file as decoded (the truth)."""
+
+    capture_id: str
+    recorded_at: str
+    rate_hz: int
+    camera: CameraSpec | None
+    camera_probe: Any  # exporter.video.CameraProbe | None
+    calibration: dict[str, Any] | None
+    capture_device: dict[str, Any]
+    study_claims: dict[str, Any]
+    audio_in_source: bool
+    task_specification: TaskSpecification | None
+    journal: Journal
+    warnings: list[str]
+
+
+def scrub(value: Any) -> Any:
+    """Drop every ``device_id`` / ``user_agent`` key, at any depth (this rule wins over all others)."""
+    if isinstance(value, dict):
+        return {k: scrub(v) for k, v in value.items() if k not in DROPPED_KEYS}
+    if isinstance(value, list):
+        return [scrub(v) for v in value]
+    return value
+
+
+class _Manifest:
+    """Typed access to capture.json whose errors name the key."""
+
+    def __init__(self, data: dict[str, Any]):
+        self.data = data
+
+    def fail(self, key: str, message: str) -> SourceError:
+        return SourceError(f"'{key}' {message}", path=MANIFEST)
+
+    def get(self, obj: dict[str, Any], key: str, prefix: str = "", *, required: bool = True) -> Any:
+        if key not in obj or (not required and obj[key] is None):
+            if required:
+                raise self.fail(prefix + key, "is required")
+            return None
+        return obj[key]
+
+    def string(self, obj: dict[str, Any], key: str, prefix: str = "", *, required: bool = True) -> Any:
+        value = self.get(obj, key, prefix, required=required)
+        if value is not None and not isinstance(value, str):
+            raise self.fail(prefix + key, "must be a string")
+        return value
+
+    def integer(self, obj: dict[str, Any], key: str, prefix: str = "", low: int = 0, high: int | None = None) -> int:
+        value = self.get(obj, key, prefix)
+        if type(value) is not int or value < low or (high is not None and value > high):
+            bounds = f" from {low} to {high}" if high is not None else f" >= {low}"
+            raise self.fail(prefix + key, f"must be an integer{bounds}")
+        return value
+
+    def number(self, obj: dict[str, Any], key: str, prefix: str = "") -> float:
+        value = self.get(obj, key, prefix)
+        if type(value) not in (int, float) or not math.isfinite(value):
+            raise self.fail(prefix + key, "must be a finite number")
+        return float(value)
+
+    def obj(self, obj: dict[str, Any], key: str, prefix: str = "", *, required: bool = False) -> Any:
+        value = self.get(obj, key, prefix, required=required)
+        if value is not None and not isinstance(value, dict):
+            raise self.fail(prefix + key, "must be an object" + ("" if required else " or null"))
+        return value
+
+    def timestamp(self, obj: dict[str, Any], key: str, prefix: str = "") -> str:
+        value = self.string(obj, key, prefix)
+        try:
+            datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            value = ""
+        if not _RFC3339_UTC.fullmatch(value):
+            raise self.fail(prefix + key, "must be an RFC 3339 UTC time such as 2026-03-01T12:00:00Z")
+        return obj[key]
+
+    def availability(self, obj: Any, key: str) -> dict[str, Any]:
+        if not isinstance(obj, dict):
+            raise self.fail(key, "must be an object")
+        for name, value in obj.items():
+            where = f"{key}.{name}"
+            shape_ok = isinstance(value, dict) and value.get("availability") in AVAILABILITIES
+            if shape_ok and value["availability"] == "known":
+                shape_ok = set(value) == {"availability", "value"}
+            elif shape_ok:
+                shape_ok = set(value) == {"availability"}
+            if not shape_ok:
+                raise self.fail(
+                    where,
+                    'must be {"availability": "unknown"|"unavailable"} or {"availability": "known", "value": V}',
+                )
+        return obj
+
+    def media_path(self, value: str, key: str, files: frozenset[str]) -> str:
+        try:
+            name = _safe_relative(value)
+        except SourceError:
+            raise self.fail(key, f"is not a safe relative path: {value!r}") from None
+        if name not in files:
+            raise self.fail(key, f"names a file that is not in the capture source: {value!r}")
+        return name
+
+
+def _load_json(container: Container, name: str) -> Any:
+    def reject(constant: str) -> None:
+        raise ValueError(f"{constant} is not allowed")
+
+    with container.open(name) as stream:
+        data = stream.read()
+    try:
+        return json.loads(data.decode("utf-8"), parse_constant=reject)
+    except ValueError as exc:  # includes UnicodeDecodeError and over-long integers
+        raise SourceError(f"invalid JSON: {exc}", path=name) from None
+
+
+def _parse_manifest(container: Container) -> tuple[dict[str, Any], _Manifest]:
+    if MANIFEST not in container.files:
+        raise SourceError("missing (expected at the source root or inside one top-level folder)", path=MANIFEST)
+    if JOURNAL not in container.files:
+        raise SourceError("missing: the durable source journal is required", path=JOURNAL)
+    data = _load_json(container, MANIFEST)
+    if not isinstance(data, dict):
+        raise SourceError("must be a JSON object", path=MANIFEST)
+    data = scrub(data)
+    m = _Manifest(data)
+    if m.string(data, "schema") != "ceres-capture-source":
+        raise m.fail("schema", 'must be "ceres-capture-source"')
+    version = m.get(data, "version")
+    if version != 1 or type(version) is not int:
+        raise SourceError(f"unsupported capture source version {json.dumps(version)}", path=MANIFEST)
+    return data, m
+
+
+def _camera(data: dict[str, Any], m: _Manifest, files: frozenset[str]) -> CameraSpec | None:
+    camera = m.obj(data, "camera")
+    if camera is None:
+        return None
+    selected = m.string(camera, "selected", "camera.")
+    if not _CAMERA_KEY.fullmatch(selected):
+        raise m.fail("camera.selected", "must match [a-z0-9_]+")
+    characteristics = camera.get("characteristics", {})
+    return CameraSpec(
+        selected=selected,
+        media=m.media_path(m.string(camera, "media", "camera."), "camera.media", files),
+        width=m.integer(camera, "width", "camera.", low=1),
+        height=m.integer(camera, "height", "camera.", low=1),
+        frame_rate=m.number(camera, "frame_rate", "camera."),
+        first_frame_source_time=m.number(camera, "first_frame_source_time", "camera."),
+        characteristics=m.availability(characteristics, "camera.characteristics"),
+    )
+
+
+def _calibration(data: dict[str, Any], m: _Manifest) -> dict[str, Any] | None:
+    calibration = m.obj(data, "calibration")
+    if calibration is None:
+        return None
+    p = "calibration."
+    if m.get(calibration, "model", p) != "pinhole-radtan5":
+        raise m.fail("calibration.model", 'must be "pinhole-radtan5"')
+    intrinsics = m.obj(calibration, "intrinsics", p, required=True)
+    distortion = m.get(calibration, "distortion", p)
+    if not isinstance(distortion, list) or len(distortion) != 5:
+        raise m.fail("calibration.distortion", "must be an array of 5 numbers [k1, k2, p1, p2, k3]")
+    return {
+        "model": "pinhole-radtan5",
+        "intrinsics": {k: m.number(intrinsics, k, "calibration.intrinsics.") for k in ("fx", "fy", "cx", "cy")},
+        "distortion": [m.number(dict(enumerate(distortion)), i, "calibration.distortion.") for i in range(5)],
+        "rms_error_px": m.number(calibration, "rms_error_px", p),
+        "sample_count": m.integer(calibration, "sample_count", p),
+        "captured_at": m.timestamp(calibration, "captured_at", p),
+    }
+
+
+STUDY_KEYS = ("headset_id", "demonstrator_id", "project_id", "consent_date", "consent_document_id")
+
+
+def check_study_block(study: Any, where: str) -> dict[str, Any]:
+    """Validate a study block (recorder claims or the portal's override); returns it normalised."""
+    if not isinstance(study, dict):
+        raise SourceError("the study block must be a JSON object", path=where)
+    out: dict[str, Any] = {}
+    for key in STUDY_KEYS:
+        value = study.get(key)
+        if value is not None and not isinstance(value, str):
+            raise SourceError(f"'study.{key}' must be a string or null", path=where)
+        out[key] = value or None  # a blank demonstrator id is assigned later, never invented here
+    if out["consent_date"] is not None:
+        try:
+            valid = bool(_DATE.fullmatch(out["consent_date"])) and date.fromisoformat(out["consent_date"])
+        except ValueError:
+            valid = False
+        if not valid:
+            raise SourceError("'study.consent_date' must be a date YYYY-MM-DD", path=where)
+    return out
+
+
+def _task_specification(
+    data: dict[str, Any], m: _Manifest, container: Container, warnings: list[str]
+) -> TaskSpecification | None:
+    declared = m.obj(data, "task_specification")
+    if declared is None:
+        if "task-specification.json" in container.files:
+            warnings.append("task-specification.json is not declared in capture.json and was not exported")
+        return None
+    version = m.string(declared, "version", "task_specification.")
+    path = m.media_path(m.string(declared, "path", "task_specification."), "task_specification.path", container.files)
+    value = _load_json(container, path)
+    if not isinstance(value, dict):
+        raise SourceError("a task specification must be a JSON object", path=path)
+    canonical = json.dumps(scrub(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    return TaskSpecification(version=version, canonical=canonical, sha256=hashlib.sha256(canonical).hexdigest())
+
+
+def _microphone_has_audio(path: Path, name: str) -> bool:
+    """Check a lone microphone file's container and codec; True when it holds an audio stream."""
+    try:
+        with av.open(str(path)) as media:
+            kind = MICROPHONE_FORMATS.get(media.format.name)
+            codecs = [s.codec_context.name for s in media.streams.audio]
+    except (av.FFmpegError, UnicodeDecodeError) as exc:
+        raise SourceError(f"not a readable media file: {exc}", path=name) from None
+    if kind is None:
+        raise SourceError(f"unsupported microphone container {media.format.name!r}", path=name)
+    bad = [c for c in codecs if c not in kind[1]]
+    if bad:
+        raise SourceError(f"unsupported audio codec {bad[0]!r} in a {kind[0]} microphone file", path=name)
+    return bool(codecs)
+
+
+def _check_media(
+    data: dict[str, Any], m: _Manifest, container: Container, camera: CameraSpec | None, probe: Any
+) -> bool:
+    """Check the microphone settings and that every media file is accounted for; True if audio exists."""
+    audio = m.obj(data, "audio") or {}
+    enabled = audio.get("microphone_enabled", False)
+    if not isinstance(enabled, bool):
+        raise m.fail("audio.microphone_enabled", "must be a boolean")
+    media = m.string(audio, "media", "audio.", required=False)
+    if media is not None and not enabled:
+        raise m.fail("audio.media", "is set but audio.microphone_enabled is not true")
+    referenced = {camera.media} if camera else set()
+    has_audio = bool(probe and probe.has_audio)
+    if media is not None:
+        media = m.media_path(media, "audio.media", container.files)
+        if camera is not None and media == camera.media:
+            if not probe.has_audio:
+                raise m.fail("audio.media", f"names the camera file {media}, which has no audio stream")
+        elif not _microphone_has_audio(container.local_path(media), media):
+            raise m.fail("audio.media", f"names {media}, which has no audio stream")
+        else:
+            has_audio = True
+        referenced.add(media)
+    for name in sorted(container.files):
+        if name.startswith("media/") and name not in referenced:
+            raise SourceError("media file not referenced by capture.json (it could not be governed)", path=name)
+    return has_audio
+
+
+def _probe_camera(container: Container, camera: CameraSpec, warnings: list[str]) -> Any:
+    from exporter.video import probe_camera
+
+    probe = probe_camera(container.local_path(camera.media))
+    if (probe.container, probe.codec) not in CAMERA_FORMATS:
+        raise SourceError(
+            f"unsupported camera media: {probe.codec} video in {probe.container} "
+            "(expected H.264/HEVC in MP4 or VP8/VP9 in WebM)",
+            path=camera.media,
+        )
+    if (probe.width, probe.height) != (camera.width, camera.height):
+        warnings.append(
+            f"camera declared {camera.width}x{camera.height} but {camera.media} is {probe.width}x{probe.height}"
+        )
+    measured = probe.measured_frame_rate
+    if measured is None:
+        warnings.append(f"camera frame rate cannot be measured ({probe.frame_count} frames); declared rate used")
+    elif abs(measured - camera.frame_rate) > 0.01 * camera.frame_rate:
+        warnings.append(f"camera declared {camera.frame_rate:g} fps but {camera.media} measures {measured:.3f} fps")
+    return probe
+
+
+def parse_capture(container: Container) -> Capture:
+    """Validate everything in an open capture source and parse its journal."""
+    data, m = _parse_manifest(container)
+    warnings: list[str] = []
+    capture_id = m.string(data, "capture_id")
+    if not _CAPTURE_ID.fullmatch(capture_id):
+        raise m.fail("capture_id", "must be 1-128 characters of [A-Za-z0-9._-]")
+    recorded_at = m.timestamp(data, "recorded_at")
+    recorder = m.obj(data, "recorder", required=True)
+    rate_hz = m.integer(recorder, "rate_hz", "recorder.", low=1, high=240)
+    camera = _camera(data, m, container.files)
+    calibration = _calibration(data, m)
+    capture_device = m.availability(data.get("capture_device") or {}, "capture_device")
+    study = m.obj(data, "study")
+    study_claims = check_study_block(study or {}, MANIFEST)
+    task_specification = _task_specification(data, m, container, warnings)
+    probe = _probe_camera(container, camera, warnings) if camera else None
+    audio_in_source = _check_media(data, m, container, camera, probe)
+
+    def reopen() -> IO[bytes]:
+        return container.open(JOURNAL)
+
+    with container.open(JOURNAL) as stream:
+        journal = parse_journal(stream, rate_hz, reopen)
+    if not any(s.retained for s in journal.segments):
+        raise SourceError("no retained segments (the journal is empty or holds only retries)", path=JOURNAL)
+    if len(journal.slots) == 0:
+        raise SourceError("segments but no frame or gap record: slot times are unknown", path=JOURNAL)
+    return Capture(
+        capture_id=capture_id,
+        recorded_at=recorded_at,
+        rate_hz=rate_hz,
+        camera=camera,
+        camera_probe=probe,
+        calibration=calibration,
+        capture_device=capture_device,
+        study_claims=study_claims,
+        audio_in_source=audio_in_source,
+        task_specification=task_specification,
+        journal=journal,
+        warnings=journal.warnings + warnings,
+    )
+
+
+def read_capture(source: Path) -> Capture:
+    """Validate a capture source completely (manifest, journal, media) without exporting it."""
+    with open_source(source) as container:
+        return parse_capture(container)
