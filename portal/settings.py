@@ -8,6 +8,8 @@ variables, ``CERES_SECRET_KEY``, ``CERES_ALLOWED_HOSTS`` and ``CERES_HTTPS=1``; 
 
 from __future__ import annotations
 
+import base64
+import binascii
 import secrets
 from pathlib import Path
 
@@ -56,6 +58,7 @@ INSTALLED_APPS = [
     "portal.audit",
     "portal.studies",
     "portal.access",
+    "portal.recordings",
 ]
 
 MIDDLEWARE = [
@@ -123,6 +126,8 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = DATA_DIR / "static"
 STATICFILES_DIRS = [BASE_DIR / "portal" / "static"]
+# Serve straight from the app folders when `collectstatic` has not run (dev server, tests).
+WHITENOISE_USE_FINDERS = True
 
 # --- storage --------------------------------------------------------------------------------
 # Three private storages: capture sources (and consent documents), episode shards, releases.
@@ -159,8 +164,7 @@ STORAGES = {
         "BACKEND": "django.core.files.storage.FileSystemStorage",
         "OPTIONS": {"location": str(DATA_DIR / "storage" / "default"), "base_url": None},
     },
-    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"
-                    if not DEBUG else "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
     **{name: _storage(name) for name in STORAGE_NAMES},
 }
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024  # larger uploads stream to a temporary file
@@ -189,7 +193,11 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_ALWAYS_EAGER = env_bool("CERES_TASKS_EAGER", False)
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
-CELERY_BEAT_SCHEDULE: dict = {}
+CELERY_BEAT_SCHEDULE: dict = {
+    "recordings-poll-inbox": {"task": "recordings.poll_inbox", "schedule": 60.0},
+    "recordings-purge-audio": {"task": "recordings.purge_expired_audio", "schedule": 3600.0},
+    "recordings-reverify-shards": {"task": "recordings.reverify_shards", "schedule": 24 * 3600.0},
+}
 
 # --- REST API -------------------------------------------------------------------------------
 REST_FRAMEWORK = {
@@ -227,6 +235,35 @@ if HTTPS:
 
 # --- domain ---------------------------------------------------------------------------------
 CERES_DEMO = env_bool("CERES_DEMO", False)
+
+
+def _audio_master_key() -> bytes:
+    """The key that wraps every recording's audio key: base64 of 32 bytes."""
+    value = env_str("CERES_AUDIO_MASTER_KEY")
+    if value is None:
+        # No key given: keep one per data folder (dev machines), like the secret key.
+        path = DATA_DIR / "audio-master-key"
+        if not path.exists():
+            DATA_DIR.mkdir(parents=True, exist_ok=True)
+            path.write_text(base64.b64encode(secrets.token_bytes(32)).decode())
+            path.chmod(0o600)
+        value = path.read_text().strip()
+    try:
+        key = base64.b64decode(value, validate=True)
+    except binascii.Error:
+        raise ImproperlyConfigured("CERES_AUDIO_MASTER_KEY is not valid base64") from None
+    if len(key) != 32:
+        raise ImproperlyConfigured(f"CERES_AUDIO_MASTER_KEY must be base64 of 32 bytes, not {len(key)}")
+    return key
+
+
+CERES_AUDIO_MASTER_KEY = _audio_master_key()
+# A folder polled by Celery beat for capture sources: <inbox>/<study code>/<folder or .zip>. With S3 storage
+# the inbox is the prefix "inbox/<study code>/" of the captures bucket instead.
+CERES_INBOX_DIR = env_str("CERES_INBOX_DIR", str(DATA_DIR / "inbox"))
+CERES_MAX_SOURCE_BYTES = env_int("CERES_MAX_SOURCE_BYTES", 8 * 1024**3, minimum=1024)
+CERES_MAX_SOURCE_ENTRIES = env_int("CERES_MAX_SOURCE_ENTRIES", 10000, minimum=3)
+CERES_EXPORT_LEASE_SECONDS = env_int("CERES_EXPORT_LEASE_SECONDS", 600, minimum=1)
 
 LOGGING = {
     "version": 1,

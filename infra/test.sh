@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Run the whole test suite against the real parts: PostgreSQL, Redis, the Swift S3 gateway and headless
+# Chromium, then LeRobot's own reader on assembled shards. Installs what is missing (needs root for apt).
+# Extra arguments go to pytest, e.g. `bash infra/test.sh tests/exporter -x`.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+bash infra/venv.sh test
+set -a
+eval "$(bash infra/services.sh)"
+eval "$(bash infra/swift/start.sh)"
+set +a
+bash infra/browser.sh
+
+export DATABASE_URL=${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/ceres}
+export CELERY_BROKER_URL=${CELERY_BROKER_URL:-redis://127.0.0.1:6379/0}
+export CERES_STORAGE=s3
+export CERES_TEST_OUTPUT=${CERES_TEST_OUTPUT:-$PWD/test-output}
+CERES_DATA_DIR=$(mktemp -d)
+export CERES_DATA_DIR
+trap 'rm -rf "$CERES_DATA_DIR"' EXIT
+
+.venv/bin/ruff check .
+status=0
+.venv/bin/pytest --create-db "$@" || status=$?
+if ((status == 5)); then
+    echo "test: pytest collected no tests: that is a failure" >&2
+    exit 1
+fi
+((status == 0)) || exit "$status"
+
+if (($# == 0)); then
+    bash tests/compat/lerobot_check.sh
+fi

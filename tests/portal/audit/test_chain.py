@@ -1,0 +1,125 @@
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.db import connection, transaction
+
+from portal.audit.models import AppendOnlyError, AuditEvent
+from portal.audit.services import record, verify_chain
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def _write_events(study, n=5):
+    for i in range(n):
+        record("tester", "test.event", study, before={"i": i}, after={"i": i + 1, "note": "ünïcode"})
+
+
+def _raw(sql, params=()):
+    """Tamper as a database superuser would: bypass the ORM and, on PostgreSQL, the trigger."""
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("ALTER TABLE audit_auditevent DISABLE TRIGGER audit_event_append_only")
+        cursor.execute(sql, params)
+        if connection.vendor == "postgresql":
+            cursor.execute("ALTER TABLE audit_auditevent ENABLE TRIGGER audit_event_append_only")
+
+
+@pytest.fixture
+def study(make_study):
+    return make_study("alpha")
+
+
+def test_chain_links_and_verifies(study):
+    _write_events(study)
+    events = list(AuditEvent.objects.order_by("seq"))
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    for previous, event in zip(events, events[1:], strict=False):
+        assert event.prev_hash == previous.hash
+    call_command("audit_verify", stdout=open(os.devnull, "w"))  # noqa: SIM115
+
+
+def test_orm_refuses_update_and_delete(study):
+    _write_events(study, 1)
+    event = AuditEvent.objects.last()
+    event.action = "forged"
+    with pytest.raises(AppendOnlyError):
+        event.save()
+    with pytest.raises(AppendOnlyError):
+        event.delete()
+    with pytest.raises(AppendOnlyError):
+        AuditEvent.objects.filter(pk=event.pk).update(action="forged")
+    with pytest.raises(AppendOnlyError):
+        AuditEvent.objects.all().delete()
+
+
+def test_raw_edit_is_named_by_audit_verify(study):
+    _write_events(study)
+    victim = AuditEvent.objects.get(seq=3)
+    _raw("UPDATE audit_auditevent SET actor_label = %s WHERE id = %s", ["someone-else", victim.pk])
+    with pytest.raises(CommandError, match=rf"seq=3 \(id={victim.pk}\): content does not match its hash"):
+        call_command("audit_verify")
+
+
+def test_raw_delete_is_named_by_audit_verify(study):
+    _write_events(study)
+    victim = AuditEvent.objects.get(seq=2)
+    follower = AuditEvent.objects.get(seq=3)
+    _raw("DELETE FROM audit_auditevent WHERE id = %s", [victim.pk])
+    with pytest.raises(CommandError, match=rf"seq=3 \(id={follower.pk}\): expected seq=2"):
+        call_command("audit_verify")
+
+
+def test_rolled_back_event_leaves_the_chain_whole(study):
+    _write_events(study, 2)
+    with pytest.raises(RuntimeError), transaction.atomic():
+        record("tester", "test.event", study)
+        raise RuntimeError("abort")
+    _write_events(study, 2)
+    assert verify_chain() == (AuditEvent.objects.count(), None)
+
+
+@pytest.mark.postgres
+def test_postgres_trigger_refuses_raw_update_and_delete(study):
+    if connection.vendor != "postgresql":
+        pytest.skip("needs PostgreSQL (set DATABASE_URL)")
+    _write_events(study, 1)
+    from django.db.utils import InternalError
+
+    for sql in ("UPDATE audit_auditevent SET action = 'x'", "DELETE FROM audit_auditevent"):
+        with pytest.raises(InternalError, match="append-only"), transaction.atomic(), connection.cursor() as cur:
+            cur.execute(sql)
+
+
+WRITER = """
+import django, sys
+django.setup()
+from portal.audit.services import record
+for i in range(int(sys.argv[1])):
+    record(f"writer-{sys.argv[2]}", "test.concurrent", None, after={"i": i})
+"""
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_two_processes_writing_at_once_leave_one_chain():
+    if connection.vendor != "postgresql":
+        pytest.skip("needs PostgreSQL (set DATABASE_URL)")
+    settings = connection.settings_dict
+    url = f"postgres://{settings['USER']}@{settings['HOST'] or '127.0.0.1'}:{settings['PORT'] or 5432}/{settings['NAME']}"
+    env = {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "portal.settings"}
+    per_writer = 150
+    writers = [
+        subprocess.Popen([sys.executable, "-c", WRITER, str(per_writer), str(n)], cwd=REPO, env=env)
+        for n in range(2)
+    ]
+    assert [w.wait(timeout=300) for w in writers] == [0, 0]
+    count, broken = verify_chain()
+    assert broken is None
+    assert count == 2 * per_writer
+    labels = set(AuditEvent.objects.values_list("actor_label", flat=True))
+    assert labels == {"writer-0", "writer-1"}

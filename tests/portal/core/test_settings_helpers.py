@@ -1,0 +1,84 @@
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from portal.env import env_bool, env_choice, env_int, env_list, env_str, env_url
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+@pytest.mark.parametrize("raw, expected", [("1", True), ("yes", True), ("ON", True), ("0", False), ("off", False)])
+def test_env_bool_accepts_usual_spellings(raw, expected):
+    assert env_bool("X", not expected, environ={"X": raw}) is expected
+
+
+def test_env_bool_rejects_other_words():
+    with pytest.raises(ImproperlyConfigured, match=r"X='maybe' is not a boolean"):
+        env_bool("X", False, environ={"X": "maybe"})
+
+
+def test_env_int_rejects_text_and_out_of_range():
+    with pytest.raises(ImproperlyConfigured, match=r"PORT='80a' is not an integer"):
+        env_int("PORT", 1, environ={"PORT": "80a"})
+    with pytest.raises(ImproperlyConfigured, match=r"PORT=0 is below the minimum 1"):
+        env_int("PORT", 1, minimum=1, environ={"PORT": "0"})
+    with pytest.raises(ImproperlyConfigured, match=r"PORT=70000 is above the maximum 65535"):
+        env_int("PORT", 1, maximum=65535, environ={"PORT": "70000"})
+    assert env_int("PORT", 1, environ={"PORT": " 8080 "}) == 8080
+
+
+def test_env_list_rejects_empty_items():
+    with pytest.raises(ImproperlyConfigured, match="empty item"):
+        env_list("HOSTS", environ={"HOSTS": "a.example,,b.example"})
+    assert env_list("HOSTS", ["x"], environ={}) == ["x"]
+    assert env_list("HOSTS", environ={"HOSTS": "a, b"}) == ["a", "b"]
+
+
+def test_env_choice_names_the_allowed_values():
+    with pytest.raises(ImproperlyConfigured, match=r"STORE='ftp' is not one of: local, s3"):
+        env_choice("STORE", "local", ("local", "s3"), environ={"STORE": "ftp"})
+
+
+def test_env_url_checks_the_scheme():
+    with pytest.raises(ImproperlyConfigured, match=r"DATABASE_URL has scheme 'mysql'"):
+        env_url("DATABASE_URL", schemes=("postgres",), environ={"DATABASE_URL": "mysql://x"})
+    with pytest.raises(ImproperlyConfigured, match=r"scheme '\(none\)'"):
+        env_url("DATABASE_URL", schemes=("postgres",), environ={"DATABASE_URL": "localhost"})
+
+
+def test_env_str_required():
+    with pytest.raises(ImproperlyConfigured, match="SECRET must be set"):
+        env_str("SECRET", required=True, environ={"SECRET": "  "})
+
+
+def _manage(env: dict, *args: str) -> subprocess.CompletedProcess:
+    base = {"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "portal.settings"}
+    return subprocess.run([sys.executable, "manage.py", *args], cwd=REPO, env={**base, **env},
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_bad_setting_stops_start_up_with_its_name(tmp_path):
+    result = _manage({"CERES_DATA_DIR": str(tmp_path), "CERES_DEBUG": "sometimes"}, "check")
+    assert result.returncode != 0
+    assert "CERES_DEBUG='sometimes' is not a boolean" in result.stderr
+
+
+def test_production_settings_pass_the_deploy_check(tmp_path):
+    env = {
+        "CERES_DATA_DIR": str(tmp_path),
+        "CERES_SECRET_KEY": "k3y-" + "x7Qp9z!Lm2" * 6,
+        "CERES_ALLOWED_HOSTS": "portal.example.org",
+        "CERES_HTTPS": "1",
+        "DATABASE_URL": "postgres://ceres@db.example.org:5432/ceres",
+        "CELERY_BROKER_URL": "redis://cache.example.org:6379/0",
+        "CERES_STORAGE": "s3",
+        "CERES_S3_ENDPOINT_URL": "https://s3.example.org",
+        "CERES_S3_ACCESS_KEY_ID": "AKIAEXAMPLE",
+        "CERES_S3_SECRET_ACCESS_KEY": "example-secret",
+    }
+    result = _manage(env, "check", "--deploy", "--fail-level", "WARNING")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no issues" in result.stdout
