@@ -346,7 +346,7 @@ class Motion:
             pinch = min(1.0, max(0.0, 1.6 * pinch_wave))
             local = RIGHT_HAND_LAYOUT[:, :3].copy()
             local[PINCH_JOINTS] += (PINCH_POINT - local[PINCH_JOINTS]) * (pinch * PINCH_PULL)[:, None]
-            local[:, 0] *= -sign  # the right layout has its thumb at -x; mirror it for the left hand
+            local[:, 0] *= sign  # mirror the right-hand layout for the left hand
             positions = wrist + local @ _rotation_matrix(rotation).T
             joints = [
                 [*_rounded(p), *_rounded(rotation), float(r)]
