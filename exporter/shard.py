@@ -18,9 +18,9 @@ import pyarrow.parquet as pq
 
 from exporter.errors import ShardExistsError, SourceError
 from exporter.features import feature_table, video_key
-from exporter.receipt import write_receipt
+from exporter.receipt import verify_shard, write_receipt
 from exporter.rows import Rows, build_rows
-from exporter.source import STUDY_KEYS, Capture, check_study_block, open_source, parse_capture
+from exporter.source import STUDY_KEYS, Capture, check_study_block, open_source, parse_capture, read_capture
 from exporter.stats import STAT_NAMES, feature_stats
 from exporter.tasks import extend_tasks, write_tasks
 
@@ -353,3 +353,6 @@ def export_shard(
         receipt_sha256=hashlib.sha256(receipt).hexdigest(),
         warnings=warnings,
     )
+
+
+__all__ = ["ExportResult", "export_shard", "read_capture", "verify_shard"]
