@@ -1,3 +1,5 @@
+from urllib.parse import urlparse
+
 import pytest
 
 ROLES = [("coordinator", "Coordination"), ("ethics1", "Ethics review"), ("researcher", "Research data")]
@@ -7,7 +9,7 @@ ROLES = [("coordinator", "Coordination"), ("ethics1", "Ethics review"), ("resear
 def test_each_demo_role_logs_in_and_reaches_its_dashboard(demo, page, login, shot):
     for username, panel_title in ROLES:
         login(page, username, f"ceres-demo-{username}")
-        assert page.url.rstrip("/").endswith(page.context.pages[0].url.split("/", 3)[2]) or True
+        assert urlparse(page.url).path == "/"
         heading = page.locator("h1")
         assert heading.inner_text() == "Dashboard"
         assert page.locator(".panel h3", has_text=panel_title).count() == 1
