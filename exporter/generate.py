@@ -205,10 +205,10 @@ def plan_attempts(
     """Lay out task attempts over the slots: retained segments, each preceded by its retries."""
     kept = max(2, min(12, slot_count // (3 * rate_hz)))
     takes = [0] * kept
-    for i in range(retries):
-        takes[i % kept] += 1
+    for i in range(retries):  # the first attempt is kept, so a late camera misses some kept rows
+        takes[(kept - 1 - i) % kept] += 1
     total = kept + retries
-    lead, idle, tail = (0, 0, 0) if aligned else (round(0.3 * rate_hz), round(0.2 * rate_hz), round(0.1 * rate_hz))
+    lead, idle, tail = (0, 0, 0) if aligned else (round(0.1 * rate_hz), round(0.2 * rate_hz), round(0.1 * rate_hz))
     available = slot_count - lead - tail - idle * (total - 1)
     if available < 4 * total:
         raise ValueError(f"{slot_count} slots are too few for {total} segments; record for longer")
