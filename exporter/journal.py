@@ -220,8 +220,8 @@ class _Reader:
             i = broken[0]
             raise self.fail(
                 int(max(lines[i], lines[i + 1])),
-                f"'t' must increase with 'slot': slot {slots[i]} (line {lines[i]}) has t={times[i]!r}, "
-                f"slot {slots[i + 1]} (line {lines[i + 1]}) has t={times[i + 1]!r}",
+                f"'t' must increase with 'slot': slot {slots[i]} (line {lines[i]}) has t={float(times[i])!r}, "
+                f"slot {slots[i + 1]} (line {lines[i + 1]}) has t={float(times[i + 1])!r}",
             )
         segments = sorted((s for _, s in self.segment_seen.values()), key=lambda s: s.start_slot)
         for before, after in itertools.pairwise(segments):
