@@ -74,3 +74,141 @@ class Headset(models.Model):
 
     def __str__(self) -> str:
         return self.headset_id
+
+
+class DataUseAgreement(models.Model):
+    """A version of the study's data-use agreement; the current one has the highest version."""
+
+    study = models.ForeignKey(Study, on_delete=models.PROTECT, related_name="data_use_agreements")
+    version = models.PositiveIntegerField()
+    text = models.TextField()
+    sha256 = models.CharField("SHA-256 of the text (UTF-8)", max_length=64)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = ScopedManager(study="study")
+
+    class Meta:
+        ordering = ["study", "-version"]
+        constraints = [models.UniqueConstraint(fields=["study", "version"], name="dua_unique_version")]
+
+    def __str__(self) -> str:
+        return f"{self.study_id}: data-use agreement v{self.version}"
+
+
+class Demonstrator(models.Model):
+    """A person demonstrating tasks, known only by a designator: the portal stores no names."""
+
+    study = models.ForeignKey(Study, on_delete=models.PROTECT, related_name="demonstrators")
+    designator = models.CharField(max_length=100)
+    headset = models.ForeignKey(Headset, on_delete=models.PROTECT, null=True, blank=True, related_name="+",
+                                help_text="The headset whose ID gave the family pair, when generated from one.")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = ScopedManager(study="study")
+
+    class Meta:
+        ordering = ["designator"]
+        constraints = [models.UniqueConstraint(fields=["study", "designator"], name="demonstrator_unique_in_study")]
+
+    def __str__(self) -> str:
+        return self.designator
+
+
+class ConsentDocument(models.Model):
+    """The exact text or PDF a demonstrator consents to; releases need an ethics officer's acceptance."""
+
+    study = models.ForeignKey(Study, on_delete=models.PROTECT, related_name="consent_documents")
+    identifier = models.CharField(max_length=64, help_text="e.g. ICF-2026-03")
+    version = models.CharField(max_length=32)
+    issued_on = models.DateField(help_text="The date the document took effect; no consent to it is dated earlier.")
+    file_name = models.CharField(max_length=255, help_text="Key in the captures storage.")
+    media_type = models.CharField(max_length=100)
+    sha256 = models.CharField("SHA-256", max_length=64)
+    size = models.PositiveBigIntegerField()
+    uploaded_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    uploaded_at = models.DateTimeField(auto_now_add=True)
+    accepted_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True,
+                                    related_name="+")
+    accepted_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ScopedManager(study="study")
+
+    class Meta:
+        ordering = ["identifier", "version"]
+        constraints = [
+            models.UniqueConstraint(fields=["study", "identifier", "version"], name="consent_document_unique"),
+            models.CheckConstraint(
+                name="consent_document_accepted_together",
+                condition=models.Q(accepted_by__isnull=True, accepted_at__isnull=True)
+                | models.Q(accepted_by__isnull=False, accepted_at__isnull=False),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.identifier} v{self.version}"
+
+    @property
+    def is_accepted(self) -> bool:
+        return self.accepted_at is not None
+
+
+class AppendOnlyError(Exception):
+    """Consent events are never changed or removed; a withdrawal is a new event."""
+
+
+class ConsentEventQuerySet(models.QuerySet):
+    def update(self, **kwargs):
+        raise AppendOnlyError("consent events cannot be updated")
+
+    def delete(self):
+        raise AppendOnlyError("consent events cannot be deleted")
+
+    _raw_delete = delete
+
+
+class ConsentEvent(models.Model):
+    """One append-only consent event: consent given (document, date, scopes) or withdrawn (date, reason)."""
+
+    class Kind(models.TextChoices):
+        GIVEN = "given", "Consent given"
+        WITHDRAWN = "withdrawn", "Consent withdrawn"
+
+    class Scope(models.TextChoices):
+        EPISODE_RELEASE = "episode_release", "Release of episodes"
+        RAW_AUDIO_RETENTION = "raw_audio_retention", "Retention of raw microphone audio"
+
+    study = models.ForeignKey(Study, on_delete=models.PROTECT, related_name="consent_events")
+    demonstrator = models.ForeignKey(Demonstrator, on_delete=models.PROTECT, related_name="consent_events")
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    document = models.ForeignKey(ConsentDocument, on_delete=models.PROTECT, null=True, blank=True,
+                                 related_name="consent_events")
+    event_date = models.DateField(help_text="The consent date, or the withdrawal date.")
+    scopes = models.JSONField(default=list, blank=True)
+    reason = models.TextField(blank=True)
+    recorded_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    recorded_at = models.DateTimeField(auto_now_add=True)
+
+    objects = ScopedManager(study="study", _manager_class=models.Manager.from_queryset(ConsentEventQuerySet))
+
+    class Meta:
+        ordering = ["event_date", "recorded_at", "pk"]
+        constraints = [
+            models.CheckConstraint(
+                name="consent_event_shape",
+                condition=models.Q(kind="given", document__isnull=False)
+                | models.Q(kind="withdrawn", document__isnull=True),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.demonstrator} {self.kind} on {self.event_date}"
+
+    def save(self, *args, **kwargs):
+        if not self._state.adding:
+            raise AppendOnlyError("consent events cannot be updated; record a new event instead")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise AppendOnlyError("consent events cannot be deleted; record a withdrawal instead")
