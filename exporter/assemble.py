@@ -1,0 +1,500 @@
+"""Assemble episode shards into one LeRobot v3 study dataset (shard.md section 10).
+
+Each shard is verified against its receipt, the shards are ordered by episode index and laid over one
+folder (renumbered to 0..M-1 when episodes are left out), and the dataset-wide files are rebuilt:
+``meta/info.json``, ``meta/stats.json`` (exact over every data row) and ``meta/tasks.parquet``. The
+shards' ``ceres/`` files move under ``ceres/episodes/episode-NNNNNN/``; ``ceres/assembly.json`` maps new
+to source episodes and ``ceres/dataset-receipt.json`` lists every file. The dataset is staged in a
+temporary folder beside the output folder and renamed into place, so it appears complete or not at all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import itertools
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from exporter.errors import AssemblyError
+from exporter.receipt import MEDIA_TYPES, verify_shard
+from exporter.shard import rfc3339
+from exporter.stats import QUANTILES, feature_stats
+from exporter.tasks import read_tasks
+
+SHARD_RECEIPT = "ceres/browser-export-receipt.json"
+EPISODE_METADATA = "ceres/episode-metadata.json"
+TASK_SPECIFICATIONS = "ceres/task-specifications"
+ASSEMBLY = "ceres/assembly.json"
+DATASET_RECEIPT = "ceres/dataset-receipt.json"
+EPISODES_PATH = "meta/episodes/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
+DATASET_WIDE = ("meta/info.json", "meta/stats.json", "meta/tasks.parquet")
+# Largest float64 block held at once while computing exact quantiles of a vector feature.
+STATS_MEMORY_BUDGET = 256 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class AssembledEpisode:
+    episode_index: int
+    source_episode_index: int
+    episode_id: str
+    length: int
+
+
+@dataclass(frozen=True)
+class AssemblyResult:
+    dataset_dir: Path
+    episodes: list[AssembledEpisode]
+    total_frames: int
+    total_tasks: int
+    renumbered: bool
+    receipt_sha256: str
+
+
+@dataclass(frozen=True)
+class _Shard:
+    path: Path
+    episode_index: int
+    episode_id: str
+    info: dict[str, Any]
+    episode: dict[str, Any]
+    tasks: list[str]
+    receipt_sha256: str
+
+    @property
+    def label(self) -> str:
+        return f"episode {self.episode_index} (id {self.episode_id})"
+
+    @property
+    def video_keys(self) -> list[str]:
+        return [name for name, spec in self.info["features"].items() if spec["dtype"] == "video"]
+
+    def data_file(self) -> str:
+        return self.info["data_path"].format(
+            chunk_index=self.episode["data/chunk_index"], file_index=self.episode["data/file_index"]
+        )
+
+    def episodes_file(self) -> str:
+        return EPISODES_PATH.format(
+            chunk_index=self.episode["meta/episodes/chunk_index"],
+            file_index=self.episode["meta/episodes/file_index"],
+        )
+
+    def video_file(self, key: str) -> str:
+        return self.info["video_path"].format(
+            video_key=key,
+            chunk_index=self.episode[f"videos/{key}/chunk_index"],
+            file_index=self.episode[f"videos/{key}/file_index"],
+        )
+
+
+def assemble_dataset(out_dir: Path, shard_dirs: list[Path], *, created_at: datetime | None = None) -> AssemblyResult:
+    """Assemble ``shard_dirs`` into a new study dataset at ``out_dir``; AssemblyError if they do not fit."""
+    out_dir = Path(out_dir)
+    if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
+        raise AssemblyError("output folder exists and is not empty", path=str(out_dir))
+    if not shard_dirs:
+        raise AssemblyError("no shards to assemble")
+    shards = sorted((_read_shard(Path(d)) for d in shard_dirs), key=lambda s: s.episode_index)
+    _check_unique(shards)
+    _check_agreement(shards)
+    tasks_source = _longest_task_table(shards)
+    created = (created_at or datetime.now(UTC)).astimezone(UTC)
+
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".assembling", dir=out_dir.parent))
+    try:
+        episodes = _lay_over(stage, shards)
+        total_frames = sum(e.length for e in episodes)
+        shutil.copyfile(tasks_source.path / "meta/tasks.parquet", stage / "meta/tasks.parquet")
+        _write_json(stage / "meta/info.json", _dataset_info(shards[0].info, episodes, tasks_source))
+        _write_json(stage / "meta/stats.json", _dataset_stats(stage, shards))
+        _write_json(stage / ASSEMBLY, _assembly(shards, episodes, created))
+        receipt = _dataset_receipt(stage, len(episodes), created)
+        _write_json(stage / DATASET_RECEIPT, receipt)
+        receipt_sha256 = _digest(stage / DATASET_RECEIPT)[0]
+        if out_dir.exists():
+            out_dir.rmdir()
+        os.rename(stage, out_dir)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+    return AssemblyResult(
+        dataset_dir=out_dir,
+        episodes=episodes,
+        total_frames=total_frames,
+        total_tasks=len(tasks_source.tasks),
+        renumbered=any(e.episode_index != e.source_episode_index for e in episodes),
+        receipt_sha256=receipt_sha256,
+    )
+
+
+def verify_dataset(dataset_dir: Path) -> list[str]:
+    """Problems of an assembled dataset against ``ceres/dataset-receipt.json``; empty means intact."""
+    return _verify_artefacts(Path(dataset_dir), DATASET_RECEIPT)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("out_dir", type=Path, metavar="OUT_DIR", help="new dataset folder (absent or empty)")
+    parser.add_argument(
+        "shard_dirs", type=Path, nargs="+", metavar="SHARD_DIR", help="episode shard folders (episode-NNNNNN)"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    result = assemble_dataset(args.out_dir, args.shard_dirs)
+    left_out = " (renumbered)" if result.renumbered else ""
+    print(
+        f"assembled {len(result.episodes)} episodes, {result.total_frames} frames, "
+        f"{result.total_tasks} tasks{left_out} into {result.dataset_dir}"
+    )
+    return 0
+
+
+def _read_shard(path: Path) -> _Shard:
+    if not (path / SHARD_RECEIPT).is_file():
+        raise AssemblyError("not an episode shard (no receipt)", path=str(path / SHARD_RECEIPT))
+    problems = verify_shard(path)
+    if problems:
+        more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
+        raise AssemblyError(f"shard fails its receipt: {problems[0]}{more}", path=str(path))
+    receipt_bytes = (path / SHARD_RECEIPT).read_bytes()
+    receipt = json.loads(receipt_bytes)
+    info = json.loads((path / "meta/info.json").read_text(encoding="utf-8"))
+    index = receipt["episode_index"]
+    episodes_file = path / EPISODES_PATH.format(
+        chunk_index=index // info["chunks_size"], file_index=index % info["chunks_size"]
+    )
+    rows = pq.read_table(episodes_file).to_pylist()
+    if len(rows) != 1 or rows[0]["episode_index"] != index:
+        raise AssemblyError(f"expected one row for episode {index}", path=str(episodes_file))
+    shard = _Shard(
+        path=path,
+        episode_index=index,
+        episode_id=receipt["episode_id"],
+        info=info,
+        episode=rows[0],
+        tasks=read_tasks(path / "meta/tasks.parquet"),
+        receipt_sha256=hashlib.sha256(receipt_bytes).hexdigest(),
+    )
+    _check_artefacts(shard, [a["path"] for a in receipt["artefacts"]])
+    return shard
+
+
+def _check_artefacts(shard: _Shard, paths: list[str]) -> None:
+    """Every artefact of the shard must have a place in the dataset: nothing is dropped silently."""
+    known = {*DATASET_WIDE, EPISODE_METADATA, shard.data_file(), shard.episodes_file()}
+    known.update(shard.video_file(key) for key in shard.video_keys)
+    for path in paths:
+        if path not in known and not path.startswith(f"{TASK_SPECIFICATIONS}/"):
+            raise AssemblyError(f"{shard.label}: unexpected artefact {path}", path=str(shard.path))
+    missing = sorted(known - set(paths))
+    if missing:
+        raise AssemblyError(f"{shard.label}: artefact {missing[0]} is missing", path=str(shard.path))
+
+
+def _check_unique(shards: list[_Shard]) -> None:
+    for before, after in itertools.pairwise(shards):
+        if before.episode_index == after.episode_index:
+            raise AssemblyError(
+                f"two shards for episode index {after.episode_index}: "
+                f"{before.path} (id {before.episode_id}) and {after.path} (id {after.episode_id})"
+            )
+
+
+def _check_agreement(shards: list[_Shard]) -> None:
+    def feature_set(info: dict[str, Any]) -> dict[str, str]:
+        return {
+            name: spec["dtype"] if spec["dtype"] == "video" else f"{spec['dtype']}{list(spec['shape'])}"
+            for name, spec in info["features"].items()
+        }
+
+    def resolution(info: dict[str, Any]) -> dict[str, str]:
+        return {
+            name: "x".join(str(n) for n in spec["shape"][:2])
+            for name, spec in info["features"].items()
+            if spec["dtype"] == "video"
+        }
+
+    _agree(shards, "fps", lambda s: {"fps": str(s.info["fps"])})
+    _agree(shards, "feature set", lambda s: feature_set(s.info))
+    _agree(shards, "camera resolution", lambda s: resolution(s.info))
+
+
+def _agree(shards: list[_Shard], what: str, describe: Callable[[_Shard], dict[str, str]]) -> None:
+    groups: dict[tuple, list[_Shard]] = {}
+    for shard in shards:
+        groups.setdefault(tuple(sorted(describe(shard).items())), []).append(shard)
+    if len(groups) == 1:
+        return
+    common = set.intersection(*(set(key) for key in groups))
+    parts = []
+    for key, members in groups.items():
+        own = ", ".join(f"{name} {value}" for name, value in key if (name, value) not in common)
+        parts.append(f"{own or 'nothing else'} in {', '.join(s.label for s in members)}")
+    raise AssemblyError(f"shards disagree on {what}: " + "; ".join(parts))
+
+
+def _longest_task_table(shards: list[_Shard]) -> _Shard:
+    longest = max(reversed(shards), key=lambda s: len(s.tasks))
+    for shard in shards:
+        if longest.tasks[: len(shard.tasks)] != shard.tasks:
+            row = next(i for i, (a, b) in enumerate(zip(shard.tasks, longest.tasks, strict=False)) if a != b)
+            raise AssemblyError(
+                f"meta/tasks.parquet of {shard.label} is not a prefix of the longest task table "
+                f"({longest.label}): row {row} is {shard.tasks[row]!r} there but {longest.tasks[row]!r}",
+                path=str(shard.path / "meta/tasks.parquet"),
+            )
+    return longest
+
+
+def _lay_over(stage: Path, shards: list[_Shard]) -> list[AssembledEpisode]:
+    episodes = []
+    from_index = 0
+    for new_index, shard in enumerate(shards):
+        length = shard.episode["length"]
+        target = _renumbered(shard, new_index, from_index)
+        if target is shard:
+            _copy(shard.path / shard.data_file(), stage / shard.data_file())
+            _copy(shard.path / shard.episodes_file(), stage / shard.episodes_file())
+        else:
+            _write_data(shard.path / shard.data_file(), stage / target.data_file(), target)
+            _write_episode_row(shard.path / shard.episodes_file(), stage / target.episodes_file(), target)
+        for key in shard.video_keys:
+            _copy(shard.path / shard.video_file(key), stage / target.video_file(key))
+        moved = stage / f"ceres/episodes/episode-{new_index:06d}"
+        _copy(shard.path / EPISODE_METADATA, moved / "episode-metadata.json")
+        _copy(shard.path / SHARD_RECEIPT, moved / "source-receipt.json")
+        _copy_task_specifications(shard, stage)
+        episodes.append(AssembledEpisode(new_index, shard.episode_index, shard.episode_id, length))
+        from_index += length
+    return episodes
+
+
+def _renumbered(shard: _Shard, new_index: int, from_index: int) -> _Shard:
+    """The shard as it sits in the dataset; the shard itself when no index changes."""
+    row = shard.episode
+    if row["episode_index"] == new_index and row["dataset_from_index"] == from_index:
+        return shard
+    chunks_size = shard.info["chunks_size"]
+    place = {"chunk_index": new_index // chunks_size, "file_index": new_index % chunks_size}
+    row = dict(row)
+    row["episode_index"] = new_index
+    row["dataset_from_index"] = from_index
+    row["dataset_to_index"] = from_index + row["length"]
+    for prefix in ["data", "meta/episodes", *(f"videos/{key}" for key in shard.video_keys)]:
+        row[f"{prefix}/chunk_index"] = place["chunk_index"]
+        row[f"{prefix}/file_index"] = place["file_index"]
+    return _Shard(shard.path, new_index, shard.episode_id, shard.info, row, shard.tasks, shard.receipt_sha256)
+
+
+def _write_data(source: Path, target: Path, shard: _Shard) -> None:
+    table = pq.read_table(source)
+    frame_index = table.column("frame_index").to_numpy()
+    table = _set_column(table, "episode_index", np.full(len(frame_index), shard.episode_index))
+    table = _set_column(table, "index", shard.episode["dataset_from_index"] + frame_index)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, target)
+
+
+def _write_episode_row(source: Path, target: Path, shard: _Shard) -> None:
+    """Rewrite the episode row's locations and the statistics of the two renumbered columns."""
+    table = pq.read_table(source)
+    row = dict(shard.episode)
+    length = row["length"]
+    new_values = {
+        "episode_index": np.full(length, shard.episode_index),
+        "index": np.arange(row["dataset_from_index"], row["dataset_to_index"]),
+    }
+    for name, values in new_values.items():
+        for stat, value in feature_stats(values).items():
+            if f"stats/{name}/{stat}" in row:
+                row[f"stats/{name}/{stat}"] = value
+    for i, field in enumerate(table.schema):
+        table = table.set_column(i, field, pa.array([row[field.name]]).cast(field.type))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, target)
+
+
+def _set_column(table: pa.Table, name: str, values: np.ndarray) -> pa.Table:
+    i = table.schema.get_field_index(name)
+    field = table.schema.field(i)
+    return table.set_column(i, field, pa.array(values, type=field.type))
+
+
+def _copy_task_specifications(shard: _Shard, stage: Path) -> None:
+    folder = shard.path / TASK_SPECIFICATIONS
+    if not folder.is_dir():
+        return
+    for spec in sorted(folder.iterdir()):
+        target = stage / TASK_SPECIFICATIONS / spec.name
+        if target.exists():
+            if target.read_bytes() != spec.read_bytes():
+                raise AssemblyError(
+                    f"{shard.label}: task specification {spec.name} differs from another shard's file of the same name",
+                    path=str(spec),
+                )
+            continue
+        _copy(spec, target)
+
+
+def _dataset_info(info: dict[str, Any], episodes: list[AssembledEpisode], tasks: _Shard) -> dict[str, Any]:
+    info = dict(info)
+    info["total_episodes"] = len(episodes)
+    info["total_frames"] = sum(e.length for e in episodes)
+    info["total_tasks"] = len(tasks.tasks)
+    info["splits"] = {"train": f"0:{len(episodes)}"}
+    return info
+
+
+def _dataset_stats(stage: Path, shards: list[_Shard]) -> dict[str, dict[str, list]]:
+    """Exact statistics over every data row of the dataset; cameras pooled from the shards' samples."""
+    data_files = sorted(stage.glob("data/*/*.parquet"))
+    total_rows = sum(pq.ParquetFile(f).metadata.num_rows for f in data_files)
+    stats = {}
+    for name, spec in shards[0].info["features"].items():
+        if spec["dtype"] == "video":
+            stats[name] = _pooled_video_stats(
+                [json.loads((s.path / "meta/stats.json").read_text(encoding="utf-8"))[name] for s in shards]
+            )
+        else:
+            stats[name] = _column_stats(data_files, name, int(np.prod(spec["shape"])), total_rows)
+    return stats
+
+
+def _column_stats(data_files: list[Path], name: str, width: int, total_rows: int) -> dict[str, list]:
+    """Exact per-dimension statistics of one column, ``block`` dimensions at a time to bound memory."""
+    block = max(1, min(width, STATS_MEMORY_BUDGET // (8 * max(total_rows, 1))))
+    parts = []
+    for start in range(0, width, block):
+        stop = min(width, start + block)
+        values = np.concatenate([_read_column(f, name, width)[:, start:stop] for f in data_files])
+        parts.append(feature_stats(values))
+    return {stat: parts[0][stat] if stat == "count" else [v for part in parts for v in part[stat]] for stat in parts[0]}
+
+
+def _read_column(data_file: Path, name: str, width: int) -> np.ndarray:
+    column = pq.read_table(data_file, columns=[name]).column(name).combine_chunks()
+    if pa.types.is_list(column.type) or pa.types.is_fixed_size_list(column.type):
+        column = pc.list_flatten(column)
+    return column.to_numpy(zero_copy_only=False).reshape(-1, width)
+
+
+def _pooled_video_stats(per_episode: list[dict[str, list]]) -> dict[str, list]:
+    """Combine per-episode sampled-frame statistics, each frame weighted equally.
+
+    min/max/mean/std are exact over the union of the sampled frames (the shards agree on the
+    resolution, so every frame has the same number of pixels). Quantiles cannot be recovered from
+    summaries: they are the count-weighted mean of the per-episode quantiles, as LeRobot's own
+    ``aggregate_stats`` does.
+    """
+    counts = np.array([s["count"][0] for s in per_episode], dtype=np.float64)
+    weights = (counts / counts.sum()).reshape(-1, 1, 1, 1)
+
+    def stacked(stat: str) -> np.ndarray:
+        return np.array([s[stat] for s in per_episode], dtype=np.float64)
+
+    means = stacked("mean")
+    mean = (weights * means).sum(axis=0)
+    variance = (weights * (stacked("std") ** 2 + (means - mean) ** 2)).sum(axis=0)
+    pooled = {
+        "min": stacked("min").min(axis=0).tolist(),
+        "max": stacked("max").max(axis=0).tolist(),
+        "mean": mean.tolist(),
+        "std": np.sqrt(variance).tolist(),
+        "count": [int(counts.sum())],
+    }
+    pooled.update({key: (weights * stacked(key)).sum(axis=0).tolist() for key in QUANTILES})
+    return pooled
+
+
+def _assembly(shards: list[_Shard], episodes: list[AssembledEpisode], created: datetime) -> dict[str, Any]:
+    return {
+        "schema": "ceres-dataset-assembly",
+        "version": 1,
+        "created_at": rfc3339(created),
+        "episodes": [
+            {
+                "episode_index": episode.episode_index,
+                "source_episode_index": episode.source_episode_index,
+                "episode_id": episode.episode_id,
+                "source_receipt_sha256": shard.receipt_sha256,
+            }
+            for shard, episode in zip(shards, episodes, strict=True)
+        ],
+    }
+
+
+def _dataset_receipt(stage: Path, total_episodes: int, created: datetime) -> dict[str, Any]:
+    return {
+        "schema": "ceres-dataset-receipt",
+        "version": 1,
+        "created_at": rfc3339(created),
+        "total_episodes": total_episodes,
+        "artefacts": _artefacts(stage, exclude=DATASET_RECEIPT),
+    }
+
+
+def _copy(source: Path, target: Path) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source, target)
+
+
+def _write_json(path: Path, value: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(value, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def _files(root: Path) -> list[str]:
+    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() or p.is_symlink())
+
+
+def _digest(path: Path) -> tuple[str, int]:
+    digest = hashlib.sha256()
+    size = 0
+    with path.open("rb") as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+            size += len(block)
+    return digest.hexdigest(), size
+
+
+def _artefacts(root: Path, *, exclude: str) -> list[dict[str, Any]]:
+    """Receipt entries (shard.md section 9) for every file under ``root`` but ``exclude``, by path."""
+    artefacts = []
+    for name in _files(root):
+        if name == exclude:
+            continue
+        sha256, size = _digest(root / name)
+        artefacts.append({"path": name, "sha256": sha256, "bytes": size, "media_type": MEDIA_TYPES[Path(name).suffix]})
+    return artefacts
+
+
+def _verify_artefacts(root: Path, receipt_name: str) -> list[str]:
+    try:
+        artefacts = {a["path"]: a for a in json.loads((root / receipt_name).read_bytes())["artefacts"]}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return [f"{receipt_name}: unreadable receipt: {exc}"]
+    present = set(_files(root)) - {receipt_name}
+    problems = [f"{name}: extra file not in the receipt" for name in sorted(present - artefacts.keys())]
+    for name, artefact in sorted(artefacts.items()):
+        path = root / name
+        if name not in present:
+            problems.append(f"{name}: missing")
+        elif path.is_symlink() or not path.is_file():
+            problems.append(f"{name}: not a regular file")
+        elif _digest(path) != (artefact.get("sha256"), artefact.get("bytes")):
+            problems.append(f"{name}: SHA-256 or size does not match the receipt")
+    return problems

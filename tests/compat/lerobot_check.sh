@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# LeRobot compatibility check: builds a small study dataset with the exporter (generate -> export ->
+# assemble, once with every episode and once with episode 1 left out) and loads both with Hugging Face
+# LeRobot 0.6.1's own reader, offline, decoding every frame.
+#
+# LeRobot 0.6.1 needs Python 3.12 and pins av<16 and torch<2.12, so it cannot live in the app's venv: it
+# gets its own venv in a per-machine cache outside the clone, built once (about 5.4 GB, 80 s).
+#
+# Usage: bash tests/compat/lerobot_check.sh [--prepare] [--app-python PATH]
+#   --prepare          only build the LeRobot venv (if missing) and exit
+#   --app-python PATH  python of the app's venv (default: .venv/bin/python of this clone)
+# Environment: CERES_CACHE_DIR (cache root), CERES_PYTHON312 (a Python 3.12 interpreter to use),
+#   CERES_KEEP_WORK=1 keeps the generated datasets and prints where they are.
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+app_python="$repo/.venv/bin/python"
+prepare_only=0
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --prepare) prepare_only=1; shift ;;
+        --app-python) app_python="$2"; shift 2 ;;
+        *) echo "lerobot_check: unknown argument '$1'" >&2; exit 2 ;;
+    esac
+done
+
+lerobot_spec="lerobot[dataset]==0.6.1"
+cache="${CERES_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ceres-portal}/lerobot-0.6.1"
+venv="$cache/venv"
+marker="$cache/installed"
+
+find_python312() {
+    if [[ -n "${CERES_PYTHON312:-}" ]]; then
+        echo "$CERES_PYTHON312"; return 0
+    fi
+    if python3.12 -c 'import sys' >/dev/null 2>&1; then
+        command -v python3.12; return 0
+    fi
+    # A pyenv shim exists but 3.12 is not the selected version: ask pyenv for an installed 3.12.
+    if command -v pyenv >/dev/null 2>&1; then
+        local version
+        version=$(pyenv versions --bare 2>/dev/null | grep -E '^3\.12(\.[0-9]+)?$' | tail -n 1 || true)
+        if [[ -n "$version" ]]; then
+            echo "$(pyenv root)/versions/$version/bin/python3.12"; return 0
+        fi
+    fi
+    return 1
+}
+
+build_venv() {
+    mkdir -p "$cache"
+    # One build at a time per machine; a second caller waits and then finds the marker.
+    exec 9>"$cache/.lock"
+    flock 9
+    if [[ -f "$marker" ]]; then
+        exec 9>&-
+        return 0
+    fi
+    local python312
+    if ! python312=$(find_python312); then
+        echo "lerobot_check: Python 3.12 not found (LeRobot 0.6.1 needs it). Install it (e.g. pyenv install 3.12)" \
+             "or set CERES_PYTHON312 to its interpreter." >&2
+        exit 3
+    fi
+    echo "lerobot_check: building the LeRobot venv in $venv with $python312 (once per machine)" >&2
+    rm -rf "$venv"
+    "$python312" -m venv "$venv"
+    "$venv/bin/pip" install --quiet "$lerobot_spec"
+    # The marker is written last, so an interrupted install is redone on the next run.
+    "$venv/bin/pip" freeze >"$marker.tmp"
+    mv "$marker.tmp" "$marker"
+    exec 9>&-
+}
+
+[[ -f "$marker" ]] || build_venv
+if [[ $prepare_only == 1 ]]; then
+    echo "lerobot_check: LeRobot venv ready at $venv"
+    exit 0
+fi
+
+if [[ ! -x "$app_python" ]]; then
+    echo "lerobot_check: app python $app_python not found (create the app venv or pass --app-python)" >&2
+    exit 2
+fi
+work=$(mktemp -d "${TMPDIR:-/tmp}/ceres-lerobot-check.XXXXXX")
+if [[ "${CERES_KEEP_WORK:-0}" == 1 ]]; then
+    echo "lerobot_check: keeping the work folder $work" >&2
+else
+    trap 'rm -rf "$work"' EXIT
+fi
+exporter() { (cd "$repo" && "$app_python" -m exporter "$@"); }
+total_frames() { "$app_python" -c 'import json, sys; print(json.load(open(sys.argv[1]))["total_frames"])' "$1"; }
+
+# Three small captures, all with a 160x120 camera: seeds give different task texts, the middle one has
+# a retry (so its video is range-aware rather than remuxed).
+width=160 height=120
+retries=(0 1 0)
+from_index=0
+tasks_args=()
+for episode in 0 1 2; do
+    capture="$work/captures/capture-$episode"
+    exporter generate "$capture" --seconds 2 --seed $((episode + 11)) --camera mp4 \
+        --width $width --height $height --retries "${retries[$episode]}" >>"$work/export.log"
+    exporter export "$capture" "$work/shards" --episode-index $episode --from-index $from_index "${tasks_args[@]}" \
+        >>"$work/export.log"
+    shard="$work/shards/$(printf 'episode-%06d' $episode)"
+    from_index=$((from_index + $(total_frames "$shard/meta/info.json")))
+    tasks_args=(--tasks "$shard/meta/tasks.parquet")
+done
+
+exporter assemble "$work/datasets/all" "$work/shards"/episode-00000{0,1,2} >>"$work/export.log"
+exporter assemble "$work/datasets/without-1" "$work/shards"/episode-00000{0,2} >>"$work/export.log"
+"$app_python" "$repo/tests/compat/expectations.py" --camera ${width}x${height} \
+    "$work/captures"/capture-{0,1,2} >"$work/all.json"
+"$app_python" "$repo/tests/compat/expectations.py" --camera ${width}x${height} \
+    "$work/captures"/capture-{0,2} >"$work/without-1.json"
+
+# Offline, with every Hugging Face cache in the work folder: a missing or inconsistent file must fail
+# here instead of turning into a Hub download or polluting the user's cache.
+if ! HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 HF_HOME="$work/hf/home" HF_DATASETS_CACHE="$work/hf/datasets" \
+    HF_LEROBOT_HOME="$work/hf/lerobot" "$venv/bin/python" "$repo/tests/compat/lerobot_load.py" \
+    "$work/datasets/all" "$work/all.json" "$work/datasets/without-1" "$work/without-1.json" \
+    >"$work/lerobot.log" 2>&1; then
+    cat "$work/lerobot.log" >&2
+    echo "lerobot_check: FAILED: LeRobot $lerobot_spec did not load the assembled datasets as expected" >&2
+    exit 1
+fi
+echo "lerobot_check: OK: $(tail -n 1 "$work/lerobot.log")"
