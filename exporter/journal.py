@@ -30,8 +30,13 @@ from exporter.features import (
 
 JOURNAL = "journal.ndjson"
 OUTCOMES = ("success", "completed", "failure", "retry")
+DROPPED_KEYS = frozenset({"device_id", "user_agent"})  # never exported, wherever they appear
 _CHUNK_ROWS = 4096
 _NUMBER = (int, float)
+MAX_SLOT = 2**31 - 1  # 103 days at 240 Hz; keeps slot arithmetic exact in int64 and float64
+# Missing slots become gap rows. A journal whose retained segments are mostly unrecorded, beyond this
+# many seconds of slots, is damaged rather than lossy: refuse it instead of inventing the rows.
+MAX_INVENTED_SECONDS = 60
 
 
 @dataclass(frozen=True)
@@ -181,7 +186,7 @@ class _Reader:
 
         cycle, repetition, take = (_non_negative_int(record, k, fail) for k in ("cycle", "repetition", "take"))
         task = record.get("task")
-        if not isinstance(task, str) or not task:
+        if not isinstance(task, str) or not task or not _utf8(task):
             raise fail("'task' must be a non-empty string")
         start, end = (_non_negative_int(record, k, fail) for k in ("start_slot", "end_slot"))
         if start >= end:
@@ -193,7 +198,8 @@ class _Reader:
         if not isinstance(annotations, dict):
             raise fail("'annotations' must be an object")
         for key, value in annotations.items():
-            if not isinstance(value, str | bool) and (type(value) not in _NUMBER or not _finite(value)):
+            scalar = isinstance(value, bool) or (type(value) in _NUMBER and _finite(value))
+            if not _utf8(key) or not (scalar or (isinstance(value, str) and _utf8(value))):
                 raise fail(f"annotation {key!r} must be a string, a finite number or a boolean")
         key = (cycle, repetition, take)
         earlier = self.segment_seen.get(key)
@@ -206,7 +212,17 @@ class _Reader:
             )
         self.segment_seen[key] = (
             record,
-            Segment(cycle, repetition, take, task, start, end, outcome, annotations, number),
+            Segment(
+                cycle,
+                repetition,
+                take,
+                task,
+                start,
+                end,
+                outcome,
+                {k: v for k, v in annotations.items() if k not in DROPPED_KEYS},
+                number,
+            ),
         )
 
     def journal(self) -> Journal:
@@ -231,6 +247,7 @@ class _Reader:
                     f"segment [{after.start_slot}, {after.end_slot}) overlaps segment "
                     f"[{before.start_slot}, {before.end_slot}) on line {min(before.line, after.line)}",
                 )
+        self.check_coverage(slots, segments)
         return Journal(
             slots=slots,
             times=times,
@@ -241,6 +258,21 @@ class _Reader:
             segments=segments,
             warnings=self.warnings,
         )
+
+    def check_coverage(self, slots: np.ndarray, segments: list[Segment]) -> None:
+        retained = [s for s in segments if s.retained]
+        starts = np.array([s.start_slot for s in retained], dtype=np.int64)
+        ends = np.array([s.end_slot for s in retained], dtype=np.int64)
+        recorded = np.searchsorted(slots, ends) - np.searchsorted(slots, starts)
+        missing = (ends - starts) - recorded
+        if missing.sum() > max(MAX_INVENTED_SECONDS * self.rate_hz, recorded.sum()):
+            worst = retained[int(np.argmax(missing))]
+            raise self.fail(
+                worst.line,
+                f"retained segments have {missing.sum()} slots with no frame or gap record but only "
+                f"{recorded.sum()} recorded slots (segment [{worst.start_slot}, {worst.end_slot}) lacks "
+                f"{missing.max()}): the journal is damaged",
+            )
 
 
 def parse_journal(lines: Iterable[bytes], rate_hz: int, reopen: Callable[[], IO[bytes]]) -> Journal:
@@ -265,10 +297,19 @@ def _finite(value: float) -> bool:
         return False
 
 
+def _utf8(text: str) -> bool:
+    """False for a string holding a lone surrogate (valid JSON escape, but not encodable text)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _non_negative_int(record: dict[str, Any], key: str, fail: Callable[[str], SourceError]) -> int:
     value = record.get(key)
-    if type(value) is not int or value < 0:
-        raise fail(f"{key!r} must be an integer >= 0")
+    if type(value) is not int or not 0 <= value <= MAX_SLOT:
+        raise fail(f"{key!r} must be an integer from 0 to {MAX_SLOT}")
     return value
 
 

@@ -23,10 +23,9 @@ from typing import IO, Any
 import av
 
 from exporter.errors import SourceError
-from exporter.journal import JOURNAL, Journal, parse_journal
+from exporter.journal import DROPPED_KEYS, JOURNAL, Journal, parse_journal
 
 MANIFEST = "capture.json"
-DROPPED_KEYS = frozenset({"device_id", "user_agent"})
 AVAILABILITIES = ("known", "unknown", "unavailable")
 CAMERA_FORMATS = {("mp4", "h264"), ("mp4", "hevc"), ("webm", "vp8"), ("webm", "vp9")}
 # PyAV demuxer name -> our container name, and the audio codecs a lone microphone file may hold.
@@ -195,12 +194,18 @@ class Capture:
     warnings: list[str]
 
 
-def scrub(value: Any) -> Any:
-    """Drop every ``device_id`` / ``user_agent`` key, at any depth (this rule wins over all others)."""
+def scrub(value: Any, where: str) -> Any:
+    """Drop every ``device_id`` / ``user_agent`` key, at any depth (this rule wins over all others),
+    and reject text that cannot be written as UTF-8 (a lone surrogate escape)."""
     if isinstance(value, dict):
-        return {k: scrub(v) for k, v in value.items() if k not in DROPPED_KEYS}
+        return {scrub(k, where): scrub(v, where) for k, v in value.items() if k not in DROPPED_KEYS}
     if isinstance(value, list):
-        return [scrub(v) for v in value]
+        return [scrub(v, where) for v in value]
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise SourceError(f"text {value!r} holds a lone surrogate escape", path=where) from None
     return value
 
 
@@ -302,7 +307,7 @@ def _parse_manifest(container: Container) -> tuple[dict[str, Any], _Manifest]:
     data = _load_json(container, MANIFEST)
     if not isinstance(data, dict):
         raise SourceError("must be a JSON object", path=MANIFEST)
-    data = scrub(data)
+    data = scrub(data, MANIFEST)
     m = _Manifest(data)
     if m.string(data, "schema") != "ceres-capture-source":
         raise m.fail("schema", 'must be "ceres-capture-source"')
@@ -388,7 +393,7 @@ def _task_specification(
     value = _load_json(container, path)
     if not isinstance(value, dict):
         raise SourceError("a task specification must be a JSON object", path=path)
-    canonical = json.dumps(scrub(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    canonical = json.dumps(scrub(value, path), sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
     return TaskSpecification(version=version, canonical=canonical, sha256=hashlib.sha256(canonical).hexdigest())
 
 

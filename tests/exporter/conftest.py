@@ -123,7 +123,11 @@ def standard_records() -> list[Any]:
         if slot == 14:
             records.append(segment(5, 15, "Pick up the red cup", "retry", take=0))
         if slot == 29:
-            records.append(segment(15, 30, "Pick up the red cup", "success", take=1, annotations={"note": "ok"}))
+            records.append(
+                segment(
+                    15, 30, "Pick up the red cup", "success", take=1, annotations={"note": "ok", "device_id": DEVICE_ID}
+                )
+            )
     records.append(segment(32, 40, "Open the drawer", "failure", repetition=1))
     return records
 

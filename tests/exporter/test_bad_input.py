@@ -87,6 +87,19 @@ def bad_outcome(tmp: Path) -> Path:
     return journal_with(tmp, lambda r: r.append(segment(41, 45, "Wipe", "aborted", take=4)))
 
 
+def lone_surrogate_task(tmp: Path) -> Path:
+    line = json.dumps(segment(41, 45, "Wipe XSURROGATE", take=4)).replace("XSURROGATE", "\\ud800")
+    return journal_with(tmp, lambda r: r.append(line))
+
+
+def mostly_unrecorded_segment(tmp: Path) -> Path:
+    return journal_with(tmp, lambda r: r.append(segment(41, 2**31 - 1, "Wipe", take=4)))
+
+
+def slot_out_of_range(tmp: Path) -> Path:
+    return journal_with(tmp, lambda r: r.append(frame(2**63)))
+
+
 def only_retries(tmp: Path) -> Path:
     records = [frame(s) for s in range(10)] + [segment(0, 5, "A", "retry"), segment(5, 10, "A", "retry", take=1)]
     return write_source(tmp / "source", records)
@@ -199,6 +212,9 @@ CASES = {
     "record without type": (record_without_type, ["journal.ndjson:11:", "type"]),
     "time going backwards": (time_going_backwards, ["journal.ndjson:19:", "'t' must increase", "line 18"]),
     "bad outcome": (bad_outcome, ["journal.ndjson:43:", "outcome"]),
+    "lone surrogate": (lone_surrogate_task, ["journal.ndjson:43:", "'task'"]),
+    "mostly unrecorded segment": (mostly_unrecorded_segment, ["journal.ndjson:43:", "damaged"]),
+    "slot out of range": (slot_out_of_range, ["journal.ndjson:43:", "'slot'"]),
     "only retries": (only_retries, ["journal.ndjson", "no retained segments"]),
     "empty journal": (empty_journal, ["journal.ndjson", "no retained segments"]),
     "missing key": (missing_capture_id, ["capture.json", "'capture_id' is required"]),
