@@ -336,7 +336,7 @@ def _downsample(rgb: np.ndarray) -> np.ndarray:
     if max(height, width) < STATS_DOWNSAMPLE_THRESHOLD:
         return rgb
     step = max(height, width) // STATS_TARGET_SIDE
-    return rgb[::step, ::step]
+    return rgb[::step, ::step].copy()  # a copy, so the full-size frame is freed
 
 
 def _sampled_frames(mp4_path: Path) -> Iterator[np.ndarray]:
@@ -364,19 +364,13 @@ def video_stats(mp4_path: Path) -> dict[str, list]:
     frames = list(_sampled_frames(mp4_path))
     if not frames:
         raise SourceError("video has no frames to sample", path=str(mp4_path))
-    pixels = np.concatenate([f.reshape(-1, 3) for f in frames]).astype(np.float64) / 255.0
-
-    def per_channel(values: np.ndarray) -> list:
-        return values.reshape(3, 1, 1).tolist()
-
-    stats = {
-        "min": per_channel(pixels.min(axis=0)),
-        "max": per_channel(pixels.max(axis=0)),
-        "mean": per_channel(pixels.mean(axis=0)),
-        "std": per_channel(pixels.std(axis=0)),
-    }
-    quantiles = np.quantile(pixels, list(QUANTILES.values()), axis=0)
-    for name, values in zip(QUANTILES, quantiles, strict=True):
-        stats[name] = per_channel(values)
+    names = ["min", "max", "mean", "std", *QUANTILES]
+    per_channel = []
+    for channel in range(3):
+        values = np.concatenate([f[..., channel].ravel() for f in frames]).astype(np.float64) / 255.0
+        per_channel.append([values.min(), values.max(), values.mean(), values.std(),
+                            *np.quantile(values, list(QUANTILES.values()))])
+    stats: dict[str, list] = {
+        name: [[[float(per_channel[channel][i])]] for channel in range(3)] for i, name in enumerate(names)}
     stats["count"] = [len(frames)]
     return stats
