@@ -290,14 +290,15 @@ def import_headsets_csv(actor, study: Study, fileobj: IO) -> list[Headset]:
 
 @transaction.atomic
 def retire_headset(actor, headset: Headset, on_date: date) -> Headset:
-    """Retire a headset from ``on_date``: recordings made on or after that date are quarantined."""
+    """Retire a headset from ``on_date``: recordings made on or after that date are quarantined.
+
+    The date may precede the registration: a headset used and retired before anyone registered it
+    is registered late so that its earlier recordings can be checked.
+    """
     with study_scope(study=headset.study):
         locked = Headset.objects.select_for_update().get(pk=headset.pk)
         if locked.retired_on is not None:
             raise RegistryError(f"headset {locked.headset_id!r} was already retired on {locked.retired_on}")
-        registered_on = timezone.localdate(locked.registered_at)
-        if on_date < registered_on:
-            raise RegistryError(f"retirement date {on_date} is before the headset was registered ({registered_on})")
         before = _headset_snapshot(locked)
         locked.retired_on = on_date
         locked.save(update_fields=["retired_on"])

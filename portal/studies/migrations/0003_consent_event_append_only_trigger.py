@@ -21,7 +21,7 @@ DROP FUNCTION IF EXISTS studies_consent_event_append_only();
 def _run(sql):
     def apply(apps, schema_editor):
         if schema_editor.connection.vendor == "postgresql":
-            schema_editor.execute(sql)
+            schema_editor.execute(sql, params=None)
 
     return apply
 

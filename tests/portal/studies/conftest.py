@@ -8,6 +8,11 @@ import pytest
 from portal.studies import services
 
 
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings):
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @pytest.fixture
 def study(make_study):
     return make_study("alpha")

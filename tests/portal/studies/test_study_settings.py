@@ -1,0 +1,59 @@
+import pytest
+
+from portal.audit.models import AuditEvent
+from portal.studies.services import (
+    RegistryError,
+    check_accepts_recordings,
+    current_data_use_agreement,
+    publish_data_use_agreement,
+    set_audio_policy,
+    set_study_status,
+)
+
+
+def test_status_changes_are_audited_and_closed_refuses_recordings(study, coordinator):
+    check_accepts_recordings(study)
+    set_study_status(coordinator, study, "closed")
+    assert study.status == "closed"
+    with pytest.raises(RegistryError, match="closed and accepts no new recordings"):
+        check_accepts_recordings(study)
+    event = AuditEvent.objects.get(action="study.status_changed")
+    assert (event.before["status"], event.after["status"]) == ("active", "closed")
+
+
+def test_no_way_back_to_draft(study, coordinator):
+    with pytest.raises(RegistryError, match="cannot go from active to draft"):
+        set_study_status(coordinator, study, "draft")
+    with pytest.raises(RegistryError, match="unknown study status"):
+        set_study_status(coordinator, study, "paused")
+
+
+def test_audio_policy_changes_are_audited(study, coordinator):
+    set_audio_policy(coordinator, study, "retain-days", retain_days=30)
+    assert study.audio_policy_label == "retain-days 30"
+    event = AuditEvent.objects.get(action="study.audio_policy_changed")
+    assert event.before["audio_policy"] == "discard"
+    assert (event.after["audio_policy"], event.after["audio_retain_days"]) == ("retain-days", 30)
+
+
+@pytest.mark.parametrize(("policy", "days", "fault"), [
+    ("retain-days", None, "needs a number of days"),
+    ("retain-days", 0, "needs a number of days"),
+    ("retain", 30, "only to the retain-days policy"),
+    ("forever", None, "unknown audio policy"),
+])
+def test_bad_audio_policies_are_refused(study, coordinator, policy, days, fault):
+    with pytest.raises(RegistryError, match=fault):
+        set_audio_policy(coordinator, study, policy, retain_days=days)
+
+
+def test_data_use_agreement_versions(study, coordinator):
+    assert current_data_use_agreement(study) is None
+    first = publish_data_use_agreement(coordinator, study, text="Use for research only.")
+    second = publish_data_use_agreement(coordinator, study, text="Use for research only; no re-identification.")
+    assert (first.version, second.version) == (1, 2)
+    assert current_data_use_agreement(study) == second
+    assert len(second.sha256) == 64
+    with pytest.raises(RegistryError, match="identical to the current data-use agreement v2"):
+        publish_data_use_agreement(coordinator, study, text="Use for research only; no re-identification.")
+    assert AuditEvent.objects.filter(action="study.data_use_agreement_published").count() == 2
