@@ -1,0 +1,10 @@
+from django.apps import AppConfig
+
+
+class RecordingsConfig(AppConfig):
+    name = "portal.recordings"
+    label = "recordings"
+    verbose_name = "Recordings"
+
+    def ready(self):
+        from portal.recordings import receivers  # noqa: F401  (connects the registry hooks)

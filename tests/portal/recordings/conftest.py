@@ -1,0 +1,107 @@
+"""Fixtures for the recording pipeline: a registry that covers a recording, generated capture sources,
+and a private storage per test (local folders), or the S3 gateway when ``CERES_STORAGE=s3``."""
+
+from __future__ import annotations
+
+import io
+import itertools
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from django.core.files.storage import storages
+from django_scopes import scope
+
+from exporter.generate import generate_capture
+from portal.recordings import storage
+from portal.studies import services as registry
+
+RECORDED_AT = datetime.now(UTC).replace(microsecond=0) - timedelta(days=3)
+_seeds = itertools.count(1)
+
+
+@pytest.fixture(autouse=True)
+def private_storage(settings, tmp_path):
+    """Local storages in the test's own folder; on S3 the shared buckets (each test uses its own study code)."""
+    if settings.STORAGE_BACKEND == "local":
+        settings.STORAGES = {
+            **settings.STORAGES,
+            **{name: {"BACKEND": "django.core.files.storage.FileSystemStorage",
+                      "OPTIONS": {"location": str(tmp_path / "storage" / name)}}
+               for name in settings.STORAGE_NAMES},
+        }
+    settings.CERES_INBOX_DIR = str(tmp_path / "inbox")
+
+
+@dataclass
+class Registry:
+    study: object
+    coordinator: object
+    ethics: object
+    headset: object
+    demonstrator: object
+    document: object
+
+    def claims(self, **overrides) -> dict:
+        claims = {"headset_id": self.headset.headset_id, "demonstrator_id": self.demonstrator.designator,
+                  "project_id": self.study.project_id, "consent_date": None, "consent_document_id": None}
+        return {**claims, **overrides}
+
+
+@pytest.fixture
+def unique_code():
+    return f"rec{datetime.now(UTC):%H%M%S%f}"
+
+
+@pytest.fixture
+def make_registry(make_study, make_user, unique_code):
+    """An active study with a headset, a demonstrator and an accepted consent covering recordings."""
+
+    def make(*, scopes=("episode_release", "raw_audio_retention"), code: str | None = None, **study_fields):
+        code = code or unique_code
+        study = make_study(code, project_id="PRJ-1", **study_fields)
+        coordinator = make_user(f"{code}-coord", study, ["coordinator"])
+        ethics = make_user(f"{code}-ethics", study, ["ethics_officer"])
+        with scope(study=study):
+            headset = registry.register_headset(coordinator, study, headset_id="HS-01", model="test")
+            demonstrator = registry.create_demonstrator(coordinator, study, headset=headset)
+            document = registry.upload_consent_document(
+                coordinator, study, identifier="ICF-2026-03", version="1",
+                uploaded_file=io.BytesIO(b"I agree to be recorded."),
+                issued_on=date.today() - timedelta(days=60))
+            registry.accept_consent_document(ethics, document)
+            registry.give_consent(coordinator, demonstrator, document=document,
+                                  consent_date=date.today() - timedelta(days=30), scopes=list(scopes))
+        return Registry(study, coordinator, ethics, headset, demonstrator, document)
+
+    return make
+
+
+@pytest.fixture
+def reg(make_registry):
+    return make_registry()
+
+
+@pytest.fixture
+def make_capture(tmp_path):
+    """A tiny generated capture source claiming to come from ``claims``; returns its folder or ZIP path."""
+
+    def make(claims: dict | None, *, microphone: str = "none", zip_output: bool = False, seconds: float = 2.0,
+             recorded_at: datetime = RECORDED_AT, seed: int | None = None, **kwargs) -> Path:
+        seed = next(_seeds) if seed is None else seed
+        return generate_capture(tmp_path / "sources" / f"capture-{seed}", seconds=seconds, rate_hz=15, seed=seed,
+                                width=64, height=48, microphone=microphone, zip_output=zip_output, study=claims,
+                                recorded_at=recorded_at, **kwargs)
+
+    return make
+
+
+@pytest.fixture
+def stored_objects():
+    """``stored_objects(storage_name, prefix)``: every object under the prefix, listed through the storage itself."""
+
+    def list_objects(storage_name: str, prefix: str) -> list[str]:
+        return storage.walk(storages[storage_name], prefix)
+
+    return list_objects

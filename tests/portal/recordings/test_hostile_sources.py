@@ -1,0 +1,110 @@
+"""Hostile uploads: each is rejected with a reason, nothing crashes, nothing outside its prefix is touched."""
+
+from __future__ import annotations
+
+import os
+import stat
+import zipfile
+from pathlib import Path
+
+import pytest
+from django_scopes import scope
+
+from portal.recordings import services
+from portal.recordings.models import Recording
+
+pytestmark = pytest.mark.django_db
+
+
+def _zip(path: Path, members: dict[str, bytes], *, symlinks: dict[str, str] | None = None) -> Path:
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+        for name, target in (symlinks or {}).items():
+            info = zipfile.ZipInfo(name)
+            info.external_attr = (stat.S_IFLNK | 0o777) << 16
+            archive.writestr(info, target)
+    return path
+
+
+def _zip_bomb(path: Path, size: int) -> Path:
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive, archive.open("journal.ndjson", "w") as member:
+        block = b"\0" * (1 << 20)
+        for _ in range(size // len(block)):
+            member.write(block)
+    return path
+
+
+def _random_bytes(path: Path) -> Path:
+    path.write_bytes(os.urandom(4096))
+    return path
+
+
+def _empty(path: Path) -> Path:
+    path.write_bytes(b"")
+    return path
+
+
+def _symlink_folder(folder: Path, make_capture, claims) -> Path:
+    source = make_capture(claims)
+    (source / "media" / "secret").symlink_to("/etc/passwd")
+    return source
+
+
+@pytest.mark.parametrize(("build", "expected"), [
+    (lambda tmp, mc, c: _zip(tmp / "slip.zip", {"../../escaped.txt": b"pwned", "capture.json": b"{}"}),
+     "unsafe path"),
+    (lambda tmp, mc, c: _zip(tmp / "abs.zip", {"/tmp/escaped-abs.txt": b"pwned"}), "unsafe path"),
+    (lambda tmp, mc, c: _zip(tmp / "link.zip", {"capture.json": b"{}"}, symlinks={"journal.ndjson": "/etc/passwd"}),
+     "symbolic links are not allowed"),
+    (lambda tmp, mc, c: _symlink_folder(tmp, mc, c), "symbolic links are not allowed"),
+    (lambda tmp, mc, c: _zip_bomb(tmp / "bomb.zip", 64 << 20), "more than"),
+    (lambda tmp, mc, c: _random_bytes(tmp / "random.zip"), "not a capture source folder or ZIP archive"),
+    (lambda tmp, mc, c: _empty(tmp / "empty.zip"), "empty file (0 bytes)"),
+])
+def test_hostile_source_is_rejected_and_contained(reg, make_capture, tmp_path, settings, stored_objects, build,
+                                                  expected):
+    settings.CERES_MAX_SOURCE_BYTES = 16 << 20
+    hostile_dir = tmp_path / "hostile"
+    hostile_dir.mkdir()
+    source = build(hostile_dir, make_capture, reg.claims())
+    before = sorted(p for p in tmp_path.rglob("*") if "storage" not in p.parts)
+    with scope(study=reg.study):
+        recording = services.ingest_path(reg.coordinator, reg.study, source)
+    assert recording.state == Recording.State.REJECTED
+    assert expected in recording.reason
+    assert stored_objects("captures", reg.study.code) == []
+    assert sorted(p for p in tmp_path.rglob("*") if "storage" not in p.parts) == before
+    assert not Path("/tmp/escaped-abs.txt").exists()
+    assert not (tmp_path.parent / "escaped.txt").exists()
+
+
+def test_zip_lying_about_its_sizes_is_cut_off(reg, tmp_path, settings):
+    """The extraction counts bytes as they come, so a directory entry that under-declares cannot get past."""
+    settings.CERES_MAX_SOURCE_BYTES = 4 << 20
+    archive = _zip_bomb(tmp_path / "liar.zip", 8 << 20)
+    data = bytearray(archive.read_bytes())
+    # Patch the central directory's uncompressed size of the only entry (offset 24 in its header) to 1 KiB.
+    central = data.rfind(b"PK\x01\x02")
+    data[central + 24:central + 28] = (1024).to_bytes(4, "little")
+    archive.write_bytes(bytes(data))
+    with scope(study=reg.study):
+        recording = services.ingest_path(reg.coordinator, reg.study, archive)
+    assert recording.state == Recording.State.REJECTED
+    assert "ZIP" in recording.reason or "more than" in recording.reason
+
+
+def test_upload_of_random_bytes_through_storage_is_rejected(reg, stored_objects, django_capture_on_commit_callbacks):
+    import io
+
+    with scope(study=reg.study), django_capture_on_commit_callbacks(execute=False) as callbacks:
+        recording = services.receive_upload(reg.coordinator, reg.study, io.BytesIO(os.urandom(2048)),
+                                            name="../../etc/evil name.zip", via="upload")
+    assert len(callbacks) == 1
+    assert recording.original_name == "evil_name.zip"
+    assert stored_objects("captures", reg.study.code) == [recording.prefix + "incoming/evil_name.zip"]
+    with scope(study=reg.study):
+        services.ingest_received(recording)
+    recording.refresh_from_db()
+    assert recording.state == Recording.State.REJECTED and "not a capture source" in recording.reason
+    assert stored_objects("captures", reg.study.code) == []
