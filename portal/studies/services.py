@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import date
 from typing import IO
 
-from django.core.files.base import ContentFile
+from django.core.files.base import ContentFile, File
 from django.core.files.storage import storages
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -502,9 +502,9 @@ def accept_consent_document(actor, document: ConsentDocument) -> ConsentDocument
     return locked
 
 
-def read_consent_document(document: ConsentDocument) -> bytes:
-    with storages["captures"].open(document.file_name, "rb") as handle:
-        return handle.read()
+def open_consent_document(document: ConsentDocument) -> File:
+    """The stored document, opened for binary reading (the caller closes it)."""
+    return storages["captures"].open(document.file_name, "rb")
 
 
 # --- consent events ---------------------------------------------------------------------------

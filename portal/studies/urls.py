@@ -4,4 +4,21 @@ from portal.studies import views
 
 urlpatterns = [
     path("", views.overview, name="study-overview"),
+    path("settings/", views.study_settings, name="study-settings"),
+    path("settings/status/", views.set_status, name="study-set-status"),
+    path("settings/audio-policy/", views.set_audio_policy, name="study-set-audio-policy"),
+    path("settings/data-use-agreement/", views.publish_agreement, name="study-publish-agreement"),
+    path("headsets/", views.headsets, name="study-headsets"),
+    path("headsets/import/", views.import_headsets, name="study-import-headsets"),
+    path("headsets/<int:headset_pk>/retire/", views.retire_headset, name="study-retire-headset"),
+    path("demonstrators/", views.demonstrators, name="study-demonstrators"),
+    path("demonstrators/new/", views.create_demonstrator, name="study-create-demonstrator"),
+    path("demonstrators/<int:demonstrator_pk>/", views.demonstrator_detail, name="study-demonstrator"),
+    path("demonstrators/<int:demonstrator_pk>/consent/", views.give_consent, name="study-give-consent"),
+    path("demonstrators/<int:demonstrator_pk>/withdraw/", views.withdraw_consent, name="study-withdraw-consent"),
+    path("consent-documents/", views.consent_documents, name="study-consent-documents"),
+    path("consent-documents/upload/", views.upload_consent_document, name="study-upload-consent-document"),
+    path("consent-documents/<int:document_pk>/file/", views.consent_document_file, name="study-consent-document-file"),
+    path("consent-documents/<int:document_pk>/accept/", views.accept_consent_document,
+         name="study-accept-consent-document"),
 ]

@@ -1,15 +1,318 @@
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+"""Registry pages. Each view parses a form and calls ``services``; a RegistryError becomes a form error."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from django import forms
+from django.contrib import messages
+from django.db.models import Count, Q
+from django.http import FileResponse, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_POST
 
 from portal.access.models import Role
 from portal.access.permissions import study_view
-from portal.studies.models import Headset
+from portal.studies import services
+from portal.studies.forms import (
+    AudioPolicyForm,
+    ConsentDocumentForm,
+    ConsentForm,
+    DataUseAgreementForm,
+    DemonstratorForm,
+    HeadsetForm,
+    HeadsetImportForm,
+    RetireHeadsetForm,
+    StudyStatusForm,
+    WithdrawalForm,
+)
+from portal.studies.models import ConsentDocument, ConsentEvent, Demonstrator, Headset
+
+COORDINATOR, ETHICS = Role.COORDINATOR, Role.ETHICS_OFFICER
 
 
-@study_view(Role.COORDINATOR, Role.ETHICS_OFFICER, Role.RESEARCHER)
+def _attempt(form: forms.Form, field: str | None, service: Callable, *args, **kwargs):
+    """Call a service; on RegistryError put its message on ``field`` and return None."""
+    try:
+        return service(*args, **kwargs)
+    except services.RegistryError as exc:
+        form.add_error(field, str(exc))
+        return None
+
+
+@study_view(COORDINATOR, ETHICS, Role.RESEARCHER)
 def overview(request: HttpRequest, study) -> HttpResponse:
-    return render(request, "studies/overview.html", {
+    registry = COORDINATOR in request.study_roles or ETHICS in request.study_roles
+    context = {"study": study, "roles": request.study_roles, "registry": registry,
+               "agreement": services.current_data_use_agreement(study)}
+    if registry:
+        context["counts"] = {
+            "headsets": Headset.objects.filter(retired_on__isnull=True).count(),
+            "retired_headsets": Headset.objects.filter(retired_on__isnull=False).count(),
+            "demonstrators": Demonstrator.objects.count(),
+            "withdrawn": Demonstrator.objects.filter(consent_events__kind=ConsentEvent.Kind.WITHDRAWN)
+            .distinct().count(),
+            "documents": ConsentDocument.objects.count(),
+            "pending_documents": ConsentDocument.objects.filter(accepted_at__isnull=True).count(),
+        }
+    return render(request, "studies/overview.html", context)
+
+
+# --- study settings ---------------------------------------------------------------------------
+
+
+def _settings_page(request, study, **forms_by_name) -> HttpResponse:
+    context = {
         "study": study,
-        "roles": request.study_roles,
-        "headset_count": Headset.objects.count(),
-    })
+        "status_form": StudyStatusForm(initial={"status": study.status}),
+        "policy_form": AudioPolicyForm(initial={"audio_policy": study.audio_policy,
+                                                "retain_days": study.audio_retain_days}),
+        "agreement_form": DataUseAgreementForm(),
+        "agreement": services.current_data_use_agreement(study),
+        **forms_by_name,
+    }
+    return render(request, "studies/settings.html", context, status=400 if forms_by_name else 200)
+
+
+@study_view(COORDINATOR)
+def study_settings(request: HttpRequest, study) -> HttpResponse:
+    return _settings_page(request, study)
+
+
+@require_POST
+@study_view(COORDINATOR)
+def set_status(request: HttpRequest, study) -> HttpResponse:
+    form = StudyStatusForm(request.POST)
+    if form.is_valid() and _attempt(form, "status", services.set_study_status, request.user, study,
+                                    form.cleaned_data["status"]):
+        messages.success(request, f"Study status is now {study.get_status_display().lower()}.")
+        return redirect("study-settings", study.code)
+    return _settings_page(request, study, status_form=form)
+
+
+@require_POST
+@study_view(COORDINATOR)
+def set_audio_policy(request: HttpRequest, study) -> HttpResponse:
+    form = AudioPolicyForm(request.POST)
+    if form.is_valid() and _attempt(form, "audio_policy", services.set_audio_policy, request.user, study,
+                                    form.cleaned_data["audio_policy"], retain_days=form.cleaned_data["retain_days"]):
+        messages.success(request, f"Raw-audio policy is now {study.audio_policy_label}.")
+        return redirect("study-settings", study.code)
+    return _settings_page(request, study, policy_form=form)
+
+
+@require_POST
+@study_view(COORDINATOR)
+def publish_agreement(request: HttpRequest, study) -> HttpResponse:
+    form = DataUseAgreementForm(request.POST)
+    if form.is_valid():
+        agreement = _attempt(form, "text", services.publish_data_use_agreement, request.user, study,
+                             text=form.cleaned_data["text"])
+        if agreement:
+            messages.success(request, f"Data-use agreement v{agreement.version} published.")
+            return redirect("study-settings", study.code)
+    return _settings_page(request, study, agreement_form=form)
+
+
+# --- headsets ---------------------------------------------------------------------------------
+
+
+def _headsets_page(request, study, *, form=None, import_form=None, import_errors=None) -> HttpResponse:
+    failed = form is not None or import_form is not None
+    return render(request, "studies/headsets.html", {
+        "study": study,
+        "headsets": Headset.objects.select_related("registered_by"),
+        "form": form or HeadsetForm(),
+        "import_form": import_form or HeadsetImportForm(),
+        "import_errors": import_errors,
+        "retire_form": RetireHeadsetForm(initial={"retired_on": timezone.localdate()}),
+    }, status=400 if failed else 200)
+
+
+@study_view(COORDINATOR)
+def headsets(request: HttpRequest, study) -> HttpResponse:
+    if request.method != "POST":
+        return _headsets_page(request, study)
+    form = HeadsetForm(request.POST)
+    if form.is_valid():
+        headset = _attempt(form, "headset_id", services.register_headset, request.user, study,
+                           headset_id=form.cleaned_data["headset_id"], model=form.cleaned_data["model"])
+        if headset:
+            messages.success(request, f"Headset {headset.headset_id} registered.")
+            return redirect("study-headsets", study.code)
+    return _headsets_page(request, study, form=form)
+
+
+@require_POST
+@study_view(COORDINATOR)
+def import_headsets(request: HttpRequest, study) -> HttpResponse:
+    form = HeadsetImportForm(request.POST, request.FILES)
+    if form.is_valid():
+        try:
+            imported = services.import_headsets_csv(request.user, study, form.cleaned_data["csv_file"])
+        except services.HeadsetImportError as exc:
+            form.add_error("csv_file", f"{len(exc.errors)} bad row(s); nothing was imported.")
+            return _headsets_page(request, study, import_form=form, import_errors=exc.errors)
+        except services.RegistryError as exc:
+            form.add_error("csv_file", str(exc))
+        else:
+            messages.success(request, f"{len(imported)} headsets imported.")
+            return redirect("study-headsets", study.code)
+    return _headsets_page(request, study, import_form=form)
+
+
+@require_POST
+@study_view(COORDINATOR)
+def retire_headset(request: HttpRequest, study, headset_pk: int) -> HttpResponse:
+    headset = get_object_or_404(Headset, pk=headset_pk)
+    form = RetireHeadsetForm(request.POST)
+    if form.is_valid() and _attempt(form, "retired_on", services.retire_headset, request.user, headset,
+                                    form.cleaned_data["retired_on"]):
+        messages.success(request, f"Headset {headset.headset_id} retired from {headset.retired_on}.")
+    else:
+        messages.error(request, f"Headset {headset.headset_id}: "
+                                f"{' '.join(e for errors in form.errors.values() for e in errors)}")
+    return redirect("study-headsets", study.code)
+
+
+# --- demonstrators ----------------------------------------------------------------------------
+
+
+def _demonstrators_page(request, study, *, form=None) -> HttpResponse:
+    active = Headset.objects.filter(retired_on__isnull=True)
+    demonstrators = Demonstrator.objects.select_related("headset").annotate(
+        given=Count("consent_events", filter=Q(consent_events__kind=ConsentEvent.Kind.GIVEN)),
+        withdrawn=Count("consent_events", filter=Q(consent_events__kind=ConsentEvent.Kind.WITHDRAWN)),
+    )
+    return render(request, "studies/demonstrators.html", {
+        "study": study,
+        "demonstrators": demonstrators,
+        "can_edit": COORDINATOR in request.study_roles,
+        "form": form or DemonstratorForm(headsets=active),
+    }, status=400 if form is not None else 200)
+
+
+@study_view(COORDINATOR, ETHICS)
+def demonstrators(request: HttpRequest, study) -> HttpResponse:
+    return _demonstrators_page(request, study)
+
+
+@require_POST
+@study_view(COORDINATOR)
+def create_demonstrator(request: HttpRequest, study) -> HttpResponse:
+    form = DemonstratorForm(request.POST, headsets=Headset.objects.filter(retired_on__isnull=True))
+    if form.is_valid():
+        # The Generate button ignores anything typed into the designator field.
+        typed = "" if "generate" in request.POST else form.cleaned_data["designator"]
+        demonstrator = _attempt(form, "designator", services.create_demonstrator, request.user, study,
+                                designator=typed, headset=form.cleaned_data["headset"])
+        if demonstrator:
+            messages.success(request, f"Demonstrator {demonstrator.designator} registered.")
+            return redirect("study-demonstrator", study.code, demonstrator.pk)
+    return _demonstrators_page(request, study, form=form)
+
+
+def _demonstrator_page(request, study, demonstrator, *, consent_form=None, withdrawal_form=None) -> HttpResponse:
+    today = timezone.localdate()
+    return render(request, "studies/demonstrator.html", {
+        "study": study,
+        "demonstrator": demonstrator,
+        "events": demonstrator.consent_events.select_related("document", "recorded_by").order_by("event_date", "pk"),
+        "coverage": [(label, services.consent_coverage(demonstrator, today, value))
+                     for value, label in ConsentEvent.Scope.choices],
+        "today": today,
+        "can_edit": COORDINATOR in request.study_roles,
+        "consent_form": consent_form or ConsentForm(documents=ConsentDocument.objects.all(),
+                                                    initial={"consent_date": today}),
+        "withdrawal_form": withdrawal_form or WithdrawalForm(initial={"withdrawal_date": today}),
+    }, status=400 if consent_form is not None or withdrawal_form is not None else 200)
+
+
+@study_view(COORDINATOR, ETHICS)
+def demonstrator_detail(request: HttpRequest, study, demonstrator_pk: int) -> HttpResponse:
+    return _demonstrator_page(request, study, get_object_or_404(Demonstrator, pk=demonstrator_pk))
+
+
+@require_POST
+@study_view(COORDINATOR)
+def give_consent(request: HttpRequest, study, demonstrator_pk: int) -> HttpResponse:
+    demonstrator = get_object_or_404(Demonstrator, pk=demonstrator_pk)
+    form = ConsentForm(request.POST, documents=ConsentDocument.objects.all())
+    if form.is_valid() and _attempt(form, "consent_date", services.give_consent, request.user, demonstrator,
+                                    document=form.cleaned_data["document"],
+                                    consent_date=form.cleaned_data["consent_date"],
+                                    scopes=form.cleaned_data["scopes"]):
+        messages.success(request, f"Consent recorded for {demonstrator.designator}.")
+        return redirect("study-demonstrator", study.code, demonstrator.pk)
+    return _demonstrator_page(request, study, demonstrator, consent_form=form)
+
+
+@require_POST
+@study_view(COORDINATOR)
+def withdraw_consent(request: HttpRequest, study, demonstrator_pk: int) -> HttpResponse:
+    demonstrator = get_object_or_404(Demonstrator, pk=demonstrator_pk)
+    form = WithdrawalForm(request.POST)
+    if form.is_valid() and _attempt(form, "withdrawal_date", services.withdraw_consent, request.user, demonstrator,
+                                    withdrawal_date=form.cleaned_data["withdrawal_date"],
+                                    reason=form.cleaned_data["reason"]):
+        messages.success(request, f"Withdrawal recorded for {demonstrator.designator}.")
+        return redirect("study-demonstrator", study.code, demonstrator.pk)
+    return _demonstrator_page(request, study, demonstrator, withdrawal_form=form)
+
+
+# --- consent documents ------------------------------------------------------------------------
+
+
+def _documents_page(request, study, *, form=None) -> HttpResponse:
+    documents = ConsentDocument.objects.select_related("uploaded_by", "accepted_by")
+    return render(request, "studies/consent_documents.html", {
+        "study": study,
+        "pending": [d for d in documents if not d.is_accepted],
+        "accepted": [d for d in documents if d.is_accepted],
+        "can_upload": COORDINATOR in request.study_roles,
+        "can_accept": ETHICS in request.study_roles,
+        "form": form or ConsentDocumentForm(),
+    }, status=400 if form is not None else 200)
+
+
+@study_view(COORDINATOR, ETHICS)
+def consent_documents(request: HttpRequest, study) -> HttpResponse:
+    return _documents_page(request, study)
+
+
+@require_POST
+@study_view(COORDINATOR)
+def upload_consent_document(request: HttpRequest, study) -> HttpResponse:
+    form = ConsentDocumentForm(request.POST, request.FILES)
+    if form.is_valid():
+        data = form.cleaned_data
+        document = _attempt(form, "document", services.upload_consent_document, request.user, study,
+                            identifier=data["identifier"], version=data["version"], issued_on=data["issued_on"],
+                            uploaded_file=data["document"])
+        if document:
+            messages.success(request, f"Consent document {document} uploaded; it awaits an ethics officer.")
+            return redirect("study-consent-documents", study.code)
+    return _documents_page(request, study, form=form)
+
+
+@study_view(COORDINATOR, ETHICS)
+def consent_document_file(request: HttpRequest, study, document_pk: int) -> FileResponse:
+    document = get_object_or_404(ConsentDocument, pk=document_pk)
+    extension = document.file_name.rsplit(".", 1)[-1]
+    return FileResponse(services.open_consent_document(document), content_type=document.media_type,
+                        as_attachment=extension != "txt",
+                        filename=f"{document.identifier}-v{document.version}.{extension}")
+
+
+@require_POST
+@study_view(ETHICS)
+def accept_consent_document(request: HttpRequest, study, document_pk: int) -> HttpResponse:
+    document = get_object_or_404(ConsentDocument, pk=document_pk)
+    try:
+        services.accept_consent_document(request.user, document)
+    except services.RegistryError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Consent document {document} accepted.")
+    return redirect("study-consent-documents", study.code)

@@ -13,7 +13,7 @@ from portal.studies.services import (
     RegistryError,
     accept_consent_document,
     give_consent,
-    read_consent_document,
+    open_consent_document,
     upload_consent_document,
     withdraw_consent,
 )
@@ -120,7 +120,8 @@ def test_document_is_stored_by_content_with_its_digest(study, coordinator, stora
     assert (document.sha256, document.size, document.media_type) == (digest, len(pdf), "application/pdf")
     assert document.file_name == f"consent-documents/alpha/{digest}.pdf"
     assert (storage_dir / "captures" / document.file_name).read_bytes() == pdf
-    assert read_consent_document(document) == pdf
+    with open_consent_document(document) as handle:
+        assert handle.read() == pdf
     assert document.issued_on == timezone.localdate() and not document.is_accepted
 
 

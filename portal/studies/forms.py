@@ -1,0 +1,73 @@
+"""Registry forms: they parse and check input shape; the rules live in ``services``."""
+
+from __future__ import annotations
+
+from django import forms
+
+from portal.studies.models import ConsentDocument, ConsentEvent, Headset, Study
+
+_DATE = forms.DateInput(attrs={"type": "date"})
+
+
+class HeadsetForm(forms.Form):
+    headset_id = forms.CharField(label="Headset ID", max_length=128, strip=True,
+                                 help_text="Assigned by the study; at least two bytes of UTF-8.")
+    model = forms.CharField(max_length=128, required=False)
+
+
+class HeadsetImportForm(forms.Form):
+    csv_file = forms.FileField(label="CSV file", help_text="Columns: headset_id, model (optional). All rows or none.")
+
+
+class RetireHeadsetForm(forms.Form):
+    retired_on = forms.DateField(label="Retired on", widget=_DATE)
+
+
+class DemonstratorForm(forms.Form):
+    designator = forms.CharField(max_length=100, required=False, strip=True,
+                                 help_text="Leave blank (or press Generate) for a new readable designator. "
+                                           "Never a person's name.")
+    headset = forms.ModelChoiceField(queryset=Headset.objects.none(), required=False,
+                                     help_text="The family pair comes from this headset's ID.")
+
+    def __init__(self, *args, headsets=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        if headsets is not None:
+            self.fields["headset"].queryset = headsets
+
+
+class ConsentForm(forms.Form):
+    document = forms.ModelChoiceField(queryset=ConsentDocument.objects.none(), label="Consent document")
+    consent_date = forms.DateField(widget=_DATE)
+    scopes = forms.MultipleChoiceField(choices=ConsentEvent.Scope.choices, widget=forms.CheckboxSelectMultiple,
+                                       initial=[ConsentEvent.Scope.EPISODE_RELEASE])
+
+    def __init__(self, *args, documents=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        if documents is not None:
+            self.fields["document"].queryset = documents
+
+
+class WithdrawalForm(forms.Form):
+    withdrawal_date = forms.DateField(widget=_DATE)
+    reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), max_length=2000)
+
+
+class ConsentDocumentForm(forms.Form):
+    identifier = forms.CharField(max_length=64, help_text="e.g. ICF-2026-03")
+    version = forms.CharField(max_length=32)
+    issued_on = forms.DateField(required=False, widget=_DATE, help_text="Blank: today. No consent may predate it.")
+    document = forms.FileField(help_text="The exact PDF or text the demonstrators see.")
+
+
+class StudyStatusForm(forms.Form):
+    status = forms.ChoiceField(choices=Study.Status.choices)
+
+
+class AudioPolicyForm(forms.Form):
+    audio_policy = forms.ChoiceField(choices=Study.AudioPolicy.choices)
+    retain_days = forms.IntegerField(min_value=1, required=False, help_text="Only for the retain-days policy.")
+
+
+class DataUseAgreementForm(forms.Form):
+    text = forms.CharField(widget=forms.Textarea(attrs={"rows": 6}), label="New data-use agreement text")
