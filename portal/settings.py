@@ -180,6 +180,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS = (
         "data_folder_in": str(BROKER_DIR / "queue"),
         "data_folder_out": str(BROKER_DIR / "queue"),
         "processed_folder": str(BROKER_DIR / "processed"),
+        "control_folder": str(BROKER_DIR / "control"),
         "store_processed": False,
     }
     if CELERY_BROKER_URL.startswith("filesystem")
