@@ -7,8 +7,8 @@
    RUSAGE_CHILDREN).
 2. Measures the floor for the same capture: PyAV stream copy of the camera file, a pyarrow write of the
    exported data table, and SHA-256 of those outputs.
-3. Generates a capture with five retries and times its video export (a full re-encode of the kept
-   frames).
+3. Generates a capture with five retries and times its video export: smart cut (copy untouched GOPs,
+   re-encode the cut ones) against a full re-encode of the kept frames.
 """
 
 from __future__ import annotations
@@ -69,6 +69,12 @@ def floor(camera: Path, data_parquet: Path, work: Path) -> None:
         sha256(path)
 
 
+def copied_frames(camera: Path, out: Path) -> int:
+    with av.open(str(camera)) as source, av.open(str(out)) as output:
+        source_packets = {bytes(p) for p in source.demux(source.streams.video[0]) if p.size}
+        return sum(bytes(p) in source_packets for p in output.demux(output.streams.video[0]) if p.size)
+
+
 def retained_slot_times(source: Path) -> np.ndarray:
     """Nominal slot times of the rows: slots of the non-retry segments (segment records only)."""
     with open(source / "journal.ndjson", encoding="utf-8") as journal:
@@ -78,9 +84,13 @@ def retained_slot_times(source: Path) -> np.ndarray:
             if '"segment"' in line:
                 record = json.loads(line)
                 segments[(record["cycle"], record["repetition"], record["take"])] = record
-    slots = np.concatenate([np.arange(s["start_slot"], s["end_slot"]) for s in
-                            sorted(segments.values(), key=lambda s: s["start_slot"])
-                            if s["outcome"] != "retry"])
+    slots = np.concatenate(
+        [
+            np.arange(s["start_slot"], s["end_slot"])
+            for s in sorted(segments.values(), key=lambda s: s["start_slot"])
+            if s["outcome"] != "retry"
+        ]
+    )
     return first["t"] + (slots - first["slot"]) / RATE
 
 
@@ -95,12 +105,17 @@ def main() -> int:
     print(f"work folder: {work}")
 
     print(f"aligned capture: {args.minutes:g} min, {RATE} Hz, {WIDTH}x{HEIGHT} H.264")
-    source, _ = timed("generate", lambda: generate_capture(
-        work / "aligned", seconds=args.minutes * 60, rate_hz=RATE, width=WIDTH, height=HEIGHT, retries=0,
-        seed=1))
+    source, _ = timed(
+        "generate",
+        lambda: generate_capture(
+            work / "aligned", seconds=args.minutes * 60, rate_hz=RATE, width=WIDTH, height=HEIGHT, retries=0, seed=1
+        ),
+    )
     command = [sys.executable, "-m", "exporter", "export", str(source), str(work / "shards")]
-    completed, export_seconds = timed("export (child process)", lambda: subprocess.run(
-        command, capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1]))
+    completed, export_seconds = timed(
+        "export (child process)",
+        lambda: subprocess.run(command, capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1]),
+    )
     if completed.returncode:
         print(completed.stderr, file=sys.stderr)
         return 1
@@ -108,25 +123,46 @@ def main() -> int:
     print(f"  {completed.stdout.strip()}")
     shard = work / "shards" / "episode-000000"
     rows = pq.read_metadata(shard / "data/chunk-000/file-000.parquet").num_rows
-    _, floor_seconds = timed("floor: stream copy + parquet write + SHA-256", lambda: floor(
-        source / "media/camera.mp4", shard / "data/chunk-000/file-000.parquet", work))
+    _, floor_seconds = timed(
+        "floor: stream copy + parquet write + SHA-256",
+        lambda: floor(source / "media/camera.mp4", shard / "data/chunk-000/file-000.parquet", work),
+    )
     print(f"  seconds per recorded minute  {export_seconds / args.minutes:8.2f}")
     print(f"  rows per second              {rows / export_seconds:8.0f}")
     print(f"  peak RSS of the export       {peak_rss_mib:8.0f} MiB")
     print(f"  export / floor               {export_seconds / floor_seconds:8.1f}")
 
     print(f"capture with five retries: {args.retry_minutes:g} min, same camera")
-    retried, _ = timed("generate", lambda: generate_capture(
-        work / "retried", seconds=args.retry_minutes * 60, rate_hz=RATE, width=WIDTH, height=HEIGHT,
-        retries=5, seed=2))
+    retried, _ = timed(
+        "generate",
+        lambda: generate_capture(
+            work / "retried",
+            seconds=args.retry_minutes * 60,
+            rate_hz=RATE,
+            width=WIDTH,
+            height=HEIGHT,
+            retries=5,
+            seed=2,
+        ),
+    )
     camera = retried / "media/camera.mp4"
     manifest = json.loads((retried / "capture.json").read_text())
     probe = video.probe_camera(camera)
     slot_times = retained_slot_times(retried)
     first_frame = manifest["camera"]["first_frame_source_time"]
-    result, full_seconds = timed("video export: full re-encode of the kept frames", lambda: video.export_video(
-        camera, probe, first_frame, slot_times, False, RATE, work / "full.mp4"))
-    print(f"  method {result.method}, {result.frame_count} frames, {result.frame_count / full_seconds:.0f} frames/s")
+    _, smart_seconds = timed(
+        "video: smart cut",
+        lambda: video.export_video(camera, probe, first_frame, slot_times, False, RATE, work / "smart.mp4"),
+    )
+    full, full_seconds = timed(
+        "video: full re-encode of the kept frames",
+        lambda: video.export_video(
+            camera, probe, first_frame, slot_times, False, RATE, work / "full.mp4", smart_cut=False
+        ),
+    )
+    print(f"  {full.frame_count} frames; full re-encode {full.frame_count / full_seconds:.0f} frames/s")
+    print(f"  smart cut copied {copied_frames(camera, work / 'smart.mp4')} of {full.frame_count} frames unchanged")
+    print(f"  smart cut / full re-encode   {smart_seconds / full_seconds:8.2f}")
     return 0
 
 

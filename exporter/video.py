@@ -7,6 +7,7 @@ and shard.md sections 6 and 7; docs/video.md records the choices the specs leave
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,6 +30,22 @@ STATS_TARGET_SIDE = 150
 STATS_SEEK_SECONDS = 2
 STATS_DOWNSAMPLE_THRESHOLD = 300
 QUANTILES = {"q01": 0.01, "q10": 0.10, "q50": 0.50, "q90": 0.90, "q99": 0.99}
+# x264 SEI option -> x264-params name, for the options that shape the SPS/PPS (smart cut).
+X264_PARAMS = {
+    "cabac": "cabac",
+    "ref": "ref",
+    "8x8dct": "8x8dct",
+    "bframes": "bframes",
+    "weightp": "weightp",
+    "keyint": "keyint",
+    "keyint_min": "min-keyint",
+    "interlaced": "interlaced",
+    "constrained_intra": "constrained-intra",
+    "chroma_qp_offset": "chroma-qp-offset",
+    "crf": "crf",  # x264 derives the PPS's initial QP from it
+}
+NAL_IDR, NAL_SEI, NAL_SPS, NAL_PPS, NAL_AUD = 5, 6, 7, 8, 9
+PARAMETER_SET_NALS = (NAL_SPS, NAL_PPS, NAL_AUD)
 # Frame/slot distances are compared with this slack so a frame exactly half a period away is aligned.
 TIME_EPSILON = 1e-9
 
@@ -155,8 +172,14 @@ def export_video(
     rows_consecutive: bool,
     fps: int,
     out_path: Path,
+    *,
+    smart_cut: bool = True,
 ) -> VideoResult:
-    """Write the episode video: a remux when the camera maps one-to-one onto the rows, else a re-encode."""
+    """Write the episode video: a remux when the camera maps one-to-one onto the rows, else a re-encode.
+
+    With `smart_cut`, an H.264 MP4 camera whose rows only skip whole frame ranges keeps its untouched
+    GOPs as they are and only the GOPs a cut passes through are re-encoded (when that is safe).
+    """
     rows = row_slot_times.size
     if rows == 0 or np.any(np.diff(row_slot_times) <= 0):
         raise ValueError("row slot times must be non-empty and strictly increasing")
@@ -176,7 +199,9 @@ def export_video(
         if display_ranks is not None:
             _remux(camera_path, display_ranks, fps, staging)
             return VideoResult(method="remux", misaligned_rows=0, frame_count=rows)
-        _encode_chosen_frames(camera_path, chosen, fps, staging)
+        cuttable = smart_cut and misaligned == 0 and probe.codec == "h264" and probe.container == "mp4"
+        if not (cuttable and _smart_cut(camera_path, chosen, fps, staging)):
+            _encode_chosen_frames(camera_path, chosen, fps, staging)
     return VideoResult(method="range-aware", misaligned_rows=misaligned, frame_count=rows)
 
 
@@ -235,6 +260,177 @@ def _open_output(path: Path, format_name: str = "mp4") -> Iterator[av.container.
         yield output
     finally:
         output.close()
+
+
+@dataclass(frozen=True)
+class _GopLayout:
+    gop_starts: np.ndarray  # frame index of each keyframe
+    frame_count: int
+    x264_settings: dict[str, str]  # from the x264 SEI of the first frame; empty for other encoders
+
+
+def _nal_units(payload: bytes, length_size: int) -> Iterator[bytes]:
+    """NAL units of a length-prefixed (MP4) H.264 access unit."""
+    position = 0
+    while position + length_size <= len(payload):
+        size = int.from_bytes(payload[position : position + length_size], "big")
+        yield payload[position + length_size : position + length_size + size]
+        position += length_size + size
+
+
+def _annexb_nal_units(data: bytes) -> list[bytes]:
+    """NAL units of an Annex B byte stream (start-code separated), trailing zero bytes removed."""
+    return [unit.rstrip(b"\0") for unit in re.split(b"\0\0\1", data) if unit.rstrip(b"\0")]
+
+
+def _avcc_parameter_sets(extradata: bytes) -> tuple[int, list[bytes]]:
+    """NAL length size and the SPS and PPS units of an avcC record (ISO/IEC 14496-15)."""
+    length_size = (extradata[4] & 3) + 1
+    units, position = [], 5
+    for count_mask in (0x1F, 0xFF):
+        count = extradata[position] & count_mask
+        position += 1
+        for _ in range(count):
+            size = int.from_bytes(extradata[position : position + 2], "big")
+            units.append(extradata[position + 2 : position + 2 + size])
+            position += 2 + size
+    return length_size, units
+
+
+def _gop_layout(camera_path: Path, length_size: int) -> _GopLayout | None:
+    """Where the GOPs start; None unless every frame is shown in decode order and every GOP opens on an IDR."""
+    with _open_media(camera_path) as source:
+        stream = _video_stream(source, camera_path)
+        keyframes, previous_pts, index, settings = [], None, 0, {}
+        for packet in source.demux(stream):
+            if not packet.size:
+                continue
+            if packet.is_discard or packet.pts is None or (previous_pts is not None and packet.pts <= previous_pts):
+                return None
+            if packet.is_keyframe:
+                units = list(_nal_units(bytes(packet), length_size))
+                if not any(unit and unit[0] & 0x1F == NAL_IDR for unit in units):
+                    return None
+                if index == 0:
+                    settings = _x264_settings(units)
+                keyframes.append(index)
+            previous_pts = packet.pts
+            index += 1
+    if not keyframes or keyframes[0] != 0:
+        return None
+    return _GopLayout(gop_starts=np.array(keyframes), frame_count=index, x264_settings=settings)
+
+
+def _x264_settings(units: list[bytes]) -> dict[str, str]:
+    """The option string x264 writes into an SEI of its first frame, as a dict."""
+    for unit in units:
+        if unit and unit[0] & 0x1F == NAL_SEI and b"options: " in unit:
+            text = unit.split(b"options: ", 1)[1].split(b"\0", 1)[0].decode("ascii", "replace")
+            return dict(item.split("=", 1) for item in text.split() if "=" in item)
+    return {}
+
+
+def _cut_encoder(layout: _GopLayout, stream: av.video.stream.VideoStream, fps: int) -> av.CodecContext | None:
+    """An x264 encoder whose SPS/PPS equal the source's, so its GOPs can sit between copied ones."""
+    params = [f"{X264_PARAMS[key]}={value}" for key, value in layout.x264_settings.items() if key in X264_PARAMS]
+    encoder = av.CodecContext.create("libx264", "w")
+    encoder.width, encoder.height, encoder.pix_fmt = stream.width, stream.height, "yuv420p"
+    encoder.time_base, encoder.framerate = Fraction(1, fps), Fraction(fps)
+    encoder.flags |= av.codec.context.Flags.global_header
+    encoder.options = {"preset": X264_PRESET, "crf": X264_CRF, "x264-params": ":".join(params)}
+    try:
+        encoder.open()
+    except av.FFmpegError:
+        return None
+    _, source_sets = _avcc_parameter_sets(bytes(stream.codec_context.extradata))
+    encoder_sets = [u for u in _annexb_nal_units(bytes(encoder.extradata)) if u[0] & 0x1F in (NAL_SPS, NAL_PPS)]
+    return encoder if encoder_sets == source_sets else None
+
+
+def _smart_cut(camera_path: Path, chosen: np.ndarray, fps: int, out_path: Path) -> bool:
+    """Copy the GOPs whose frames all stay, re-encode the kept frames of the GOPs a cut passes through.
+
+    Returns False, having written nothing useful, when the camera does not allow a safe cut: a frame
+    repeats, frames are reordered (B-frames), a GOP does not open on an IDR, no GOP survives whole, or
+    x264 cannot reproduce the source's SPS/PPS (one avcC record must describe every frame).
+    """
+    if np.any(np.diff(chosen) <= 0):
+        return False
+    with _open_media(camera_path) as source:
+        extradata = bytes(_video_stream(source, camera_path).codec_context.extradata or b"")
+    if len(extradata) < 7 or extradata[0] != 1:
+        return False
+    length_size, _ = _avcc_parameter_sets(extradata)
+    layout = _gop_layout(camera_path, length_size)
+    if layout is None:
+        return False
+    gop_ends = np.append(layout.gop_starts[1:], layout.frame_count)
+    kept = np.searchsorted(chosen, gop_ends) - np.searchsorted(chosen, layout.gop_starts)
+    whole = kept == gop_ends - layout.gop_starts
+    if not whole.any():
+        return False
+    time_base = Fraction(1, fps)
+    with _open_media(camera_path) as source, _open_output(out_path) as output:
+        stream = _video_stream(source, camera_path)
+        cut_gops = (kept > 0) & ~whole
+        if cut_gops.any() and _cut_encoder(layout, stream, fps) is None:
+            return False
+        target = output.add_stream_from_template(stream)
+        target.time_base = time_base
+        target.metadata.clear()
+        decoder = stream.codec_context
+        encoder = None
+        row = 0
+        frame_index = 0  # display index of the next frame the decoder returns
+
+        def mux(packet: av.Packet) -> None:
+            packet.duration = 1
+            packet.time_base = time_base
+            packet.stream = target
+            output.mux(packet)
+
+        def mux_encoded(packets: list[av.Packet]) -> None:
+            for encoded in packets:
+                units = [u for u in _annexb_nal_units(bytes(encoded)) if u[0] & 0x1F not in PARAMETER_SET_NALS]
+                packet = av.Packet(b"".join(len(u).to_bytes(length_size, "big") + u for u in units))
+                packet.pts = packet.dts = encoded.pts
+                packet.is_keyframe = encoded.is_keyframe
+                mux(packet)
+
+        def encode_kept(frames: list[av.VideoFrame]) -> None:
+            nonlocal row, frame_index
+            for frame in frames:
+                if row < chosen.size and chosen[row] == frame_index:
+                    picture = frame if frame.format.name == "yuv420p" else frame.reformat(format="yuv420p")
+                    picture.pict_type = av.video.frame.PictureType.NONE
+                    picture.pts, picture.time_base = row, time_base
+                    mux_encoded(encoder.encode(picture))
+                    row += 1
+                frame_index += 1
+
+        gop = -1
+        try:
+            for index, packet in enumerate(_video_packets(source, stream, camera_path)):
+                if gop + 1 < layout.gop_starts.size and index == layout.gop_starts[gop + 1]:
+                    gop += 1
+                    frame_index = index
+                    if cut_gops[gop]:
+                        encoder = _cut_encoder(layout, stream, fps)
+                if whole[gop]:
+                    packet.pts = packet.dts = row
+                    mux(packet)
+                    row += 1
+                elif cut_gops[gop]:
+                    encode_kept(decoder.decode(packet))
+                    if index == gop_ends[gop] - 1:
+                        encode_kept(decoder.decode(None))
+                        decoder.flush_buffers()
+                        mux_encoded(encoder.encode(None))
+        except av.FFmpegError as exc:
+            raise SourceError(f"video stream does not decode ({exc})", path=str(camera_path)) from exc
+    if row != chosen.size:
+        raise SourceError(f"video stream yielded {row} of {chosen.size} needed frames", path=str(camera_path))
+    return True
 
 
 def _encode_chosen_frames(camera_path: Path, chosen: np.ndarray, fps: int, out_path: Path) -> None:
@@ -368,9 +564,11 @@ def video_stats(mp4_path: Path) -> dict[str, list]:
     per_channel = []
     for channel in range(3):
         values = np.concatenate([f[..., channel].ravel() for f in frames]).astype(np.float64) / 255.0
-        per_channel.append([values.min(), values.max(), values.mean(), values.std(),
-                            *np.quantile(values, list(QUANTILES.values()))])
+        per_channel.append(
+            [values.min(), values.max(), values.mean(), values.std(), *np.quantile(values, list(QUANTILES.values()))]
+        )
     stats: dict[str, list] = {
-        name: [[[float(per_channel[channel][i])]] for channel in range(3)] for i, name in enumerate(names)}
+        name: [[[float(per_channel[channel][i])]] for channel in range(3)] for i, name in enumerate(names)
+    }
     stats["count"] = [len(frames)]
     return stats

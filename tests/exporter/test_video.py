@@ -33,8 +33,10 @@ def video_packets(path: Path) -> list[av.Packet]:
 def decoded(path: Path) -> list[tuple[float, int]]:
     """(presentation time in seconds, frame code) of every decoded frame, in display order."""
     with av.open(str(path)) as container:
-        return [(float(f.pts * f.time_base), read_frame_code(f.to_ndarray(format="rgb24")))
-                for f in container.decode(video=0)]
+        return [
+            (float(f.pts * f.time_base), read_frame_code(f.to_ndarray(format="rgb24")))
+            for f in container.decode(video=0)
+        ]
 
 
 def nearest_frames(frame_times: np.ndarray, slot_times: np.ndarray) -> np.ndarray:
@@ -155,8 +157,17 @@ def test_nearest_frame_ties_go_to_the_earlier_frame():
 @pytest.mark.parametrize(("kind", "codec", "audio_codec"), [("webm", None, "opus"), ("mp4", "libx265", None)])
 def test_other_codecs_are_reencoded_to_silent_h264(tmp_path, kind, codec, audio_codec):
     camera = tmp_path / f"camera.{kind}"
-    write_camera(camera, kind=kind, frame_count=30, rate_hz=RATE, width=64, height=48,
-                 with_audio=audio_codec is not None, seed=2, codec=codec)
+    write_camera(
+        camera,
+        kind=kind,
+        frame_count=30,
+        rate_hz=RATE,
+        width=64,
+        height=48,
+        with_audio=audio_codec is not None,
+        seed=2,
+        codec=codec,
+    )
     probe = probe_camera(camera)
     assert probe.codec == {"webm": "vp9", "mp4": "hevc"}[kind]
     assert probe.container == kind
@@ -252,8 +263,7 @@ def test_strip_audio_of_webm(tmp_path):
     strip_audio(camera, tmp_path / "stripped.webm")
     with av.open(str(tmp_path / "stripped.webm")) as container:
         assert [s.type for s in container.streams] == ["video"]
-    assert [bytes(p) for p in video_packets(tmp_path / "stripped.webm")] == [
-        bytes(p) for p in video_packets(camera)]
+    assert [bytes(p) for p in video_packets(tmp_path / "stripped.webm")] == [bytes(p) for p in video_packets(camera)]
 
 
 def solid_video(path: Path, colours: list[tuple[int, int, int]], size: tuple[int, int]) -> None:
@@ -295,3 +305,61 @@ def test_video_stats_sample_every_frame_of_a_short_video(tmp_path):
     assert stats["count"] == [4]
     np.testing.assert_allclose(np.ravel(stats["mean"]), [0.5] * 3, atol=0.01)
     np.testing.assert_allclose(np.ravel(stats["q50"]), [0.5] * 3, atol=0.01)
+
+
+def nal_types(packet: av.Packet) -> list[int]:
+    data, types, position = bytes(packet), [], 0
+    while position + 4 <= len(data):
+        size = int.from_bytes(data[position : position + 4], "big")
+        types.append(data[position + 4] & 0x1F)
+        position += 4 + size
+    return types
+
+
+@pytest.mark.parametrize(
+    ("kept", "copied"),
+    [(np.r_[0:60, 70:90], range(60)), (np.r_[0:20, 31:90], range(60, 90)), (np.r_[60:90], range(60, 90))],
+)
+def test_smart_cut_copies_untouched_gops_and_reencodes_cut_ones(tmp_path, kept, copied):
+    # 90 frames, a keyframe every 60: GOPs [0, 60) and [60, 90).
+    folder, manifest = capture(tmp_path, retries=1)
+    camera = folder / manifest["camera"]["media"]
+    probe = probe_camera(camera)
+    first = manifest["camera"]["first_frame_source_time"]
+    out = tmp_path / "out.mp4"
+
+    result = export_video(camera, probe, first, first + kept / RATE, False, RATE, out)
+
+    assert (result.method, result.misaligned_rows, result.frame_count) == ("range-aware", 0, kept.size)
+    assert_clean_h264(out, kept.size)
+    assert [code for _, code in decoded(out)] == kept.tolist()
+    source_packets = [bytes(p) for p in video_packets(camera)]
+    out_packets = video_packets(out)
+    copied_rows = [row for row, frame in enumerate(kept) if frame in copied]
+    assert [bytes(out_packets[row]) for row in copied_rows] == [source_packets[f] for f in copied]
+    reencoded = [bytes(p) for row, p in enumerate(out_packets) if row not in copied_rows]
+    assert not set(reencoded) & set(source_packets), "frames of a cut GOP are re-encoded"
+    # One SPS/PPS for the whole file: the source's avcC record, and none in-band.
+    with av.open(str(camera)) as source, av.open(str(out)) as output:
+        assert output.streams.video[0].codec_context.extradata == source.streams.video[0].codec_context.extradata
+    assert not {7, 8} & {t for p in out_packets for t in nal_types(p)}
+
+
+def test_smart_cut_falls_back_to_full_reencode_for_b_frames(tmp_path):
+    camera = tmp_path / "bframes.mp4"
+    pictures = CameraPictures(64, 48, seed=4)
+    with av.open(str(camera), "w") as output:
+        stream = output.add_stream("libx264", rate=RATE, options={"preset": "medium", "bf": "2", "g": "10"})
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+        for index in range(40):
+            frame = av.VideoFrame.from_ndarray(pictures.picture(index), format="yuv420p")
+            frame.pts = index
+            output.mux(stream.encode(frame))
+        output.mux(stream.encode(None))
+    kept = np.r_[0:20, 25:40]
+
+    export_video(camera, probe_camera(camera), 0.0, kept / RATE, False, RATE, tmp_path / "out.mp4")
+
+    assert [code for _, code in decoded(tmp_path / "out.mp4")] == kept.tolist()
+    source_packets = {bytes(p) for p in video_packets(camera)}
+    assert not source_packets & {bytes(p) for p in video_packets(tmp_path / "out.mp4")}
