@@ -372,7 +372,7 @@ def _claim_export(recording_id: int) -> Recording | None:
     """Take the export lease; None when there is nothing to do. A live lease of another attempt (or of a
     worker that was killed) raises ``ExportBusy``: the caller retries after it runs out."""
     with transaction.atomic():
-        recording = Recording.objects.select_for_update().select_related("study").get(pk=recording_id)
+        recording = Recording.objects.select_for_update(of=("self",)).select_related("study").get(pk=recording_id)
         now = timezone.now()
         live_lease = recording.lease_until is not None and recording.lease_until > now
         if recording.state == Recording.State.RUNNING and live_lease:
@@ -588,7 +588,7 @@ def reverify_all() -> int:
 def purge_audio(actor, recording: Recording, *, rule: str) -> PurgeReceipt | None:
     """Delete a recording's kept raw audio and destroy its key, leaving a purge receipt."""
     with transaction.atomic():
-        recording = Recording.objects.select_for_update().select_related("study").get(pk=recording.pk)
+        recording = Recording.objects.select_for_update(of=("self",)).select_related("study").get(pk=recording.pk)
         if recording.audio != Recording.Audio.ENCRYPTED:
             return None
         captures = storage.captures()

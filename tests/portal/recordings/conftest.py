@@ -34,6 +34,18 @@ def private_storage(settings, tmp_path):
     settings.CERES_INBOX_DIR = str(tmp_path / "inbox")
 
 
+@pytest.fixture(autouse=True)
+def sent_tasks(monkeypatch) -> list[tuple[str, tuple]]:
+    """Tasks the code under test enqueued (name, args); nothing reaches a broker unless a test starts a worker."""
+    from portal.recordings import tasks
+
+    sent: list[tuple[str, tuple]] = []
+    for name in ("ingest_recording", "export_recording", "verify_episode"):
+        task = getattr(tasks, name)
+        monkeypatch.setattr(task, "delay", lambda *args, _name=task.name: sent.append((_name, args)))
+    return sent
+
+
 @dataclass
 class Registry:
     study: object

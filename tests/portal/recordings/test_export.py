@@ -1,0 +1,116 @@
+"""Export into the shards storage, allocation reuse on retry, verification against the receipt."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pyarrow.parquet as pq
+import pytest
+from django.core.files.base import ContentFile
+from django.core.files.storage import storages
+from django_scopes import scope
+
+from exporter.receipt import RECEIPT
+from portal.recordings import services
+from portal.recordings.models import Alert, Episode, Recording, StudyDataset
+
+pytestmark = pytest.mark.django_db
+
+State = Recording.State
+
+
+def accepted(reg, make_capture, **kwargs) -> Recording:
+    with scope(study=reg.study):
+        recording = services.ingest_path(reg.coordinator, reg.study, make_capture(reg.claims(), **kwargs))
+    assert recording.state == State.QUEUED, recording.reason
+    return recording
+
+
+def export(reg, recording) -> Recording:
+    with scope(study=reg.study):
+        services.export_recording(recording.pk)
+        recording.refresh_from_db()
+    return recording
+
+
+def read_parquet(name: str):
+    with storages["shards"].open(name, "rb") as stream:
+        return pq.read_table(io.BytesIO(stream.read()))
+
+
+def test_export_writes_a_complete_shard_and_verifies(reg, make_capture, stored_objects):
+    first = export(reg, accepted(reg, make_capture))
+    second = export(reg, accepted(reg, make_capture))
+    assert first.state == second.state == State.EXPORTED, (first.reason, second.reason)
+    with scope(study=reg.study):
+        episodes = [first.episode, second.episode]
+        dataset = StudyDataset.objects.get()
+    assert [e.episode_index for e in episodes] == [0, 1]
+    assert episodes[1].from_index == episodes[0].length
+    assert dataset.next_frame_index == sum(e.length for e in episodes)
+    for episode in episodes:
+        names = stored_objects("shards", episode.prefix)
+        receipt = json.loads(storages["shards"].open(episode.prefix + RECEIPT).read())
+        assert sorted([*(episode.prefix + a["path"] for a in receipt["artefacts"]), episode.prefix + RECEIPT]) \
+            == names
+        data = read_parquet(next(n for n in names if n.endswith(".parquet") and "/data/" in n))
+        index = data.column("index").to_pylist()
+        assert index == list(range(episode.from_index, episode.to_index))
+        metadata = json.loads(storages["shards"].open(episode.prefix + "ceres/episode-metadata.json").read())
+        assert metadata["study"]["headset_id"] == "HS-01"
+        assert metadata["study"]["demonstrator_id"] == reg.demonstrator.designator
+        assert metadata["study"]["consent_document_id"] == "ICF-2026-03 v1"
+        assert metadata["study"]["raw_audio_retained"] is False
+        tasks = read_parquet(episode.prefix + "meta/tasks.parquet").to_pandas()
+        assert list(tasks.index) == dataset.tasks[: len(tasks)]
+        with scope(study=reg.study):
+            result = services.verify_episode(episode)
+        assert result.ok, result.problems
+    first.refresh_from_db()
+    assert first.state == State.VERIFIED
+    with scope(study=reg.study):
+        assert services.export_recording(first.pk) is None  # idempotent: nothing to do once exported
+
+
+def test_retried_export_reuses_its_allocation_and_replaces_leftovers(reg, make_capture, stored_objects):
+    recording = accepted(reg, make_capture)
+    with scope(study=reg.study):
+        episode = services.allocate_episode(recording)
+    leftover = episode.prefix + "data/chunk-000/file-000.parquet"
+    storages["shards"].save(leftover, ContentFile(b"half-written by a killed worker"))
+    storages["shards"].save(episode.prefix + "stray.bin", ContentFile(b"x"))
+    recording = export(reg, recording)
+    assert recording.state == State.EXPORTED
+    with scope(study=reg.study):
+        assert Episode.objects.get() == episode and recording.episode.episode_index == episode.episode_index
+        assert services.verify_episode(recording.episode).ok
+        assert "interrupted attempt" in " ".join(recording.log.values_list("message", flat=True))
+    assert episode.prefix + "stray.bin" not in stored_objects("shards", episode.prefix)
+
+
+def test_tampered_shard_raises_an_alert(reg, make_capture):
+    recording = export(reg, accepted(reg, make_capture))
+    with scope(study=reg.study):
+        episode = recording.episode
+        victim = episode.prefix + "meta/info.json"
+        storages["shards"].delete(victim)
+        storages["shards"].save(victim, ContentFile(b"{}"))
+        result = services.verify_episode(episode)
+        episode.refresh_from_db()
+        assert not result.ok and any("meta/info.json" in p for p in result.problems)
+        assert episode.receipt_status == Episode.Receipt.MISMATCH
+        assert Alert.objects.filter(episode=episode, resolved_at__isnull=True).exists()
+
+
+def test_export_of_bad_media_fails_with_reason(reg, make_capture):
+    recording = accepted(reg, make_capture)
+    with scope(study=reg.study):
+        camera = next(f for f in recording.source_files if f["name"].startswith("media/"))
+        storages["captures"].delete(camera["path"])
+        storages["captures"].save(camera["path"], ContentFile(b"not a video"))
+    recording = export(reg, recording)
+    assert recording.state == State.FAILED and "export failed" in recording.reason
+    with scope(study=reg.study):
+        services.retry_export(reg.coordinator, recording)
+    assert recording.state == State.QUEUED
