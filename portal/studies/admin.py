@@ -1,7 +1,9 @@
-from django.contrib import admin
+"""Admin: read-mostly. Registry rows change only through ``services`` (pages, API, or the actions here)."""
+
+from django.contrib import admin, messages
 
 from portal.studies import services
-from portal.studies.models import Headset, Study
+from portal.studies.models import ConsentDocument, ConsentEvent, DataUseAgreement, Demonstrator, Headset, Study
 
 
 @admin.register(Study)
@@ -28,12 +30,7 @@ class StudyAdmin(admin.ModelAdmin):
         return False
 
 
-@admin.register(Headset)
-class HeadsetAdmin(admin.ModelAdmin):
-    list_display = ["headset_id", "study", "model", "registered_by", "registered_at", "retired_on"]
-    list_filter = ["study"]
-    search_fields = ["headset_id", "model"]
-
+class ReadOnlyAdmin(admin.ModelAdmin):
     def has_add_permission(self, request):
         return False
 
@@ -42,3 +39,50 @@ class HeadsetAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+
+@admin.register(Headset)
+class HeadsetAdmin(ReadOnlyAdmin):
+    list_display = ["headset_id", "study", "model", "registered_by", "registered_at", "retired_on"]
+    list_filter = ["study"]
+    search_fields = ["headset_id", "model"]
+
+
+@admin.register(DataUseAgreement)
+class DataUseAgreementAdmin(ReadOnlyAdmin):
+    list_display = ["study", "version", "sha256", "created_by", "created_at"]
+    list_filter = ["study"]
+
+
+@admin.register(Demonstrator)
+class DemonstratorAdmin(ReadOnlyAdmin):
+    list_display = ["designator", "study", "headset", "created_at"]
+    list_filter = ["study"]
+    search_fields = ["designator"]
+
+
+@admin.register(ConsentDocument)
+class ConsentDocumentAdmin(ReadOnlyAdmin):
+    list_display = ["identifier", "version", "study", "issued_on", "sha256", "uploaded_by", "accepted_by",
+                    "accepted_at"]
+    list_filter = ["study"]
+    search_fields = ["identifier", "sha256"]
+    actions = ["accept"]
+
+    @admin.action(description="Accept the selected consent documents (as an ethics officer of their study)")
+    def accept(self, request, queryset):
+        for document in queryset:
+            try:
+                services.accept_consent_document(request.user, document)
+            except services.RegistryError as exc:
+                self.message_user(request, f"{document}: {exc}", messages.ERROR)
+            else:
+                self.message_user(request, f"{document} accepted.", messages.SUCCESS)
+
+
+@admin.register(ConsentEvent)
+class ConsentEventAdmin(ReadOnlyAdmin):
+    list_display = ["demonstrator", "kind", "event_date", "document", "scopes", "study", "recorded_by",
+                    "recorded_at"]
+    list_filter = ["study", "kind"]
+    search_fields = ["demonstrator__designator"]
