@@ -111,9 +111,9 @@ done
 exporter assemble "$work/datasets/all" "$work/shards"/episode-00000{0,1,2} >>"$work/export.log"
 exporter assemble "$work/datasets/without-1" "$work/shards"/episode-00000{0,2} >>"$work/export.log"
 "$app_python" "$repo/tests/compat/expectations.py" --camera ${width}x${height} \
-    "$work/captures"/capture-{0,1,2} >"$work/all.json"
+    "$work/captures"/capture-{0,1,2} --shards "$work/shards"/episode-00000{0,1,2} >"$work/all.json"
 "$app_python" "$repo/tests/compat/expectations.py" --camera ${width}x${height} \
-    "$work/captures"/capture-{0,2} >"$work/without-1.json"
+    "$work/captures"/capture-{0,2} --shards "$work/shards"/episode-00000{0,2} >"$work/without-1.json"
 
 # Offline, with every Hugging Face cache in the work folder: a missing or inconsistent file must fail
 # here instead of turning into a Hub download or polluting the user's cache.

@@ -2,8 +2,9 @@
 
 Runs in the separate LeRobot venv (Python 3.12, lerobot 0.6.1), not in the app's; started by
 ``lerobot_check.sh`` with the Hub switched off. The expectations file is JSON:
-``{"episodes": [{"episode_id": str, "tasks": [task text per frame], "source_frame_index": [slot per frame]}],
-"camera": {"height": H, "width": W} | null}``, derived from the capture sources, not from the dataset.
+``{"episodes": [{"episode_id": str, "tasks": [task text per frame], "source_frame_index": [slot per frame],
+"videos": {video key: the episode's mp4 in its shard}}], "camera": {"height": H, "width": W} | null}``,
+derived from the capture sources and shards, not from the assembled dataset.
 Exit status 1 with one line per problem when anything differs; one summary line otherwise.
 """
 
@@ -72,14 +73,15 @@ def check(root: Path, expected: dict) -> tuple[list[str], str]:
                 problems.append(f"{where}: {key} shape {tuple(image.shape)}")
                 continue
             episode = frame_episodes[i]
+            shard_video = Path(episodes[episode]["videos"][key])
             if (episode, key) not in video_frames:
-                video_frames = {(episode, key): decoded_frames(root / ds.meta.get_video_file_path(episode, key))}
+                video_frames = {(episode, key): decoded_frames(shard_video)}
             frames = video_frames[(episode, key)]
             frame_index = int(item["frame_index"])
             if frame_index >= len(frames):
                 problems.append(f"{where}: {key} has only {len(frames)} frames")
             elif not np.array_equal(image.permute(1, 2, 0).numpy(), frames[frame_index]):
-                problems.append(f"{where}: {key} pixels differ from frame {frame_index} of the episode's mp4")
+                problems.append(f"{where}: {key} pixels differ from frame {frame_index} of {shard_video}")
         if len(problems) >= MAX_PROBLEMS:
             break
     cameras = "+".join(key.rsplit(".", 1)[-1] for key in ds.meta.video_keys) or "no camera"
@@ -97,7 +99,10 @@ def main() -> int:
         parser.error("give dataset folders and expectation files in pairs")
     summaries = []
     for root, expected in zip(args.pairs[::2], args.pairs[1::2], strict=True):
-        problems, summary = check(Path(root), json.loads(Path(expected).read_text(encoding="utf-8")))
+        try:
+            problems, summary = check(Path(root), json.loads(Path(expected).read_text(encoding="utf-8")))
+        except Exception as exc:  # any failure inside LeRobot's reader is a finding, reported in one line
+            problems, summary = [f"LeRobot could not load it: {type(exc).__name__}: {exc}"], ""
         for problem in problems:
             print(f"lerobot_load: {Path(root).name}: {problem}", file=sys.stderr)
         summaries.append(summary if not problems else None)
