@@ -41,7 +41,8 @@ class Rows:
 
 
 def build_rows(journal: Journal, rate_hz: int, task_indices: dict[str, int]) -> Rows:
-    """Rows of the retained segments in ascending start_slot order; missing slots become gap rows."""
+    """Rows of the retained segments in ascending start_slot order; missing slots become gap rows.
+    The journal's states move into the rows (its store is emptied), so this runs once per journal."""
     parts: list[tuple[np.ndarray, ...]] = []
     segments: list[SegmentRows] = []
     frame = 0
@@ -61,7 +62,7 @@ def build_rows(journal: Journal, rate_hz: int, task_indices: dict[str, int]) -> 
         segments.append(SegmentRows(segment, task_indices[segment.task], frame, frame + len(slots), int(gaps.sum())))
         frame += len(slots)
     slots, records, times, nominal, gaps, pinch, task_index = (np.concatenate(p) for p in zip(*parts, strict=True))
-    state = journal.states.gather(records)
+    state = journal.states.take(records)
     return Rows(
         state=state,
         action=pinch.astype(np.float32),

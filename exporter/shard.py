@@ -25,6 +25,8 @@ from exporter.stats import STAT_NAMES, feature_stats
 from exporter.tasks import extend_tasks, write_tasks
 
 CHUNKS_SIZE = 1000
+# Row groups bound the parquet writer's buffers (one group for a whole hour of state took ~300 MB).
+ROW_GROUP_ROWS = 16384
 
 
 @dataclass(frozen=True)
@@ -195,7 +197,8 @@ def _write_shard(
     table = _data_table(rows, fps, episode_index, from_index)
     data_path = staging / "data" / f"{name}.parquet"
     data_path.parent.mkdir(parents=True)
-    pq.write_table(table, data_path)
+    pq.write_table(table, data_path, row_group_size=ROW_GROUP_ROWS)
+    pa.default_memory_pool().release_unused()
     stats: dict[str, dict[str, list[Any]]] = {}
     for feature, values in _data_stats(table).items():
         stats[feature] = values

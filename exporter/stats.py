@@ -6,7 +6,7 @@ import numpy as np
 
 QUANTILES = {"q01": 0.01, "q10": 0.10, "q50": 0.50, "q90": 0.90, "q99": 0.99}
 STAT_NAMES = ("min", "max", "mean", "std", "count", *QUANTILES)
-_BLOCK = 64  # columns converted to float64 at a time, to bound memory on long episodes
+_BLOCK = 16  # columns converted to float64 at a time, to bound memory on long episodes
 
 
 def feature_stats(values: np.ndarray) -> dict[str, list[Any]]:
