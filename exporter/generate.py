@@ -150,6 +150,7 @@ def generate_capture(
 
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}-", dir=out_dir.parent))
+    staging.chmod(0o755)  # mkdtemp makes it private; the capture folder is meant to be shared
     try:
         with open(staging / "journal.ndjson", "w", encoding="utf-8") as journal:
             write_journal(journal, slot_count, rate_hz, attempts, rng)

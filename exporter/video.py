@@ -130,7 +130,7 @@ def probe_camera(path: Path) -> CameraProbe:
         container_name = _container_name(container)
         has_audio = bool(container.streams.audio)
     width, height = _first_frame_size(path)
-    measured = (pts.size - 1) / frame_times[-1] if pts.size >= 2 else None
+    measured = float((pts.size - 1) / frame_times[-1]) if pts.size >= 2 else None
     return CameraProbe(
         width=width,
         height=height,
