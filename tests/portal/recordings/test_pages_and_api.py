@@ -1,0 +1,107 @@
+"""Recording pages and API: upload streamed to storage, filters, detail, re-check, permissions."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from django.urls import reverse
+from django_scopes import scope
+from rest_framework.authtoken.models import Token
+
+from portal.recordings import services
+from portal.recordings.models import Recording
+
+pytestmark = pytest.mark.django_db
+
+
+def zipped(folder):
+    return shutil.make_archive(str(folder), "zip", root_dir=folder.parent, base_dir=folder.name)
+
+
+def run_ingest(reg):
+    """What the worker would do for every upload waiting in storage."""
+    with scope(study=reg.study):
+        for recording in Recording.objects.filter(state=Recording.State.RECEIVED):
+            services.ingest_received(recording)
+
+
+def test_upload_page_streams_to_storage_then_ingests(client, reg, make_capture, sent_tasks, stored_objects,
+                                                     django_capture_on_commit_callbacks):
+    client.force_login(reg.coordinator)
+    archive = zipped(make_capture(reg.claims()))
+    with open(archive, "rb") as stream, django_capture_on_commit_callbacks(execute=True):
+        response = client.post(reverse("recording-upload", args=[reg.study.code]), {"source": stream},
+                               headers={"accept": "application/json"})
+    assert response.status_code == 201
+    assert [name for name, _ in sent_tasks] == ["recordings.ingest_recording"]
+    with scope(study=reg.study):
+        recording = Recording.objects.get()
+    assert response.json()["url"].endswith(f"/{recording.uid}/")
+    assert stored_objects("captures", reg.study.code) == [recording.prefix + "incoming/" + recording.original_name]
+    run_ingest(reg)
+    recording.refresh_from_db()
+    assert recording.state == Recording.State.QUEUED and recording.incoming_name == ""
+    assert not any("/incoming/" in name for name in stored_objects("captures", reg.study.code))
+    page = client.get(reverse("recording-detail", args=[reg.study.code, recording.uid]))
+    assert page.status_code == 200 and b"Queued for export" in page.content
+    status = client.get(reverse("recording-status", args=[reg.study.code, recording.uid])).json()
+    assert status["state"] == "queued"
+
+
+def test_list_filters_and_quarantine_recheck_page(client, reg, make_capture):
+    with scope(study=reg.study):
+        good = services.ingest_path(reg.coordinator, reg.study, make_capture(reg.claims()))
+        bad = services.ingest_path(reg.coordinator, reg.study, make_capture(reg.claims(headset_id="HS-09")))
+    client.force_login(reg.coordinator)
+    url = reverse("recording-list", args=[reg.study.code])
+    everything = client.get(url).content.decode()
+    assert str(good.uid) in everything and str(bad.uid) in everything
+    quarantined = client.get(url, {"state": "quarantined"}).content.decode()
+    assert str(bad.uid) in quarantined and str(good.uid) not in quarantined
+    by_headset = client.get(url, {"headset": reg.headset.pk}).content.decode()
+    assert str(good.uid) in by_headset and str(bad.uid) not in by_headset
+    later = client.get(url, {"recorded_from": "2999-01-01"}).content.decode()
+    assert str(good.uid) not in later
+    detail = client.get(reverse("recording-detail", args=[reg.study.code, bad.uid])).content.decode()
+    assert "headset &#x27;HS-09&#x27; is not registered" in detail
+    response = client.post(reverse("recording-recheck", args=[reg.study.code, bad.uid]), follow=True)
+    assert b"Still quarantined" in response.content
+
+
+@pytest.mark.parametrize(("who", "expected"), [("coordinator", 200), ("ethics", 200), ("researcher", 403),
+                                               ("outsider", 403), ("anonymous", 302)])
+def test_page_permissions(client, reg, make_user, make_study, who, expected):
+    users = {"coordinator": reg.coordinator, "ethics": reg.ethics,
+             "researcher": make_user("r1", reg.study, ["researcher"]),
+             "outsider": make_user("o1", make_study("other"), ["coordinator"])}
+    if who in users:
+        client.force_login(users[who])
+    for name in ("recording-list", "episode-list"):
+        assert client.get(reverse(name, args=[reg.study.code])).status_code == expected
+    upload = client.post(reverse("recording-upload", args=[reg.study.code]), {})
+    assert upload.status_code == (302 if who in ("coordinator", "anonymous") else 403)
+
+
+def test_api_upload_list_and_recheck(client, reg, make_capture):
+    token = Token.objects.create(user=reg.coordinator)
+    auth = {"authorization": f"Token {token.key}"}
+    base = f"/api/studies/{reg.study.code}/recordings/"
+    with open(zipped(make_capture(reg.claims(headset_id="HS-05"))), "rb") as stream:
+        created = client.post(base, {"source": stream}, headers=auth)
+    assert created.status_code == 201, created.content
+    run_ingest(reg)
+    listed = client.get(base, {"state": "quarantined"}, headers=auth).json()
+    assert [r["uid"] for r in listed["results"]] == [created.json()["uid"]]
+    assert "HS-05" in listed["results"][0]["reason"]
+    with scope(study=reg.study):
+        from portal.studies import services as registry
+
+        registry.register_headset(reg.coordinator, reg.study, headset_id="HS-05")
+    rechecked = client.post(f"{base}{created.json()['uid']}/recheck/", headers=auth)
+    assert rechecked.status_code == 200 and rechecked.json()["state"] == "queued"
+    again = client.post(f"{base}{created.json()['uid']}/recheck/", headers=auth)
+    assert again.status_code == 400 and "only a quarantined" in again.json()["detail"]
+    assert client.get(f"/api/studies/{reg.study.code}/episodes/", headers=auth).json()["count"] == 0
+    ethics = Token.objects.create(user=reg.ethics)
+    assert client.post(base, {}, headers={"authorization": f"Token {ethics.key}"}).status_code == 403
