@@ -223,7 +223,7 @@ def _check_agreement(shards: list[_Shard]) -> None:
 
     def resolution(info: dict[str, Any]) -> dict[str, str]:
         return {
-            name: "x".join(str(n) for n in spec["shape"][:2])
+            name: f"{spec['shape'][1]}x{spec['shape'][0]}"
             for name, spec in info["features"].items()
             if spec["dtype"] == "video"
         }
@@ -380,7 +380,8 @@ def _column_stats(data_files: list[Path], name: str, width: int, total_rows: int
     parts = []
     for start in range(0, width, block):
         stop = min(width, start + block)
-        values = np.concatenate([_read_column(f, name, width)[:, start:stop] for f in data_files])
+        # copy the block out so each file's whole column is freed before the next file is read
+        values = np.concatenate([_read_column(f, name, width)[:, start:stop].copy() for f in data_files])
         parts.append(feature_stats(values))
     return {stat: parts[0][stat] if stat == "count" else [v for part in parts for v in part[stat]] for stat in parts[0]}
 
