@@ -398,3 +398,21 @@ def test_cli_assemble_and_refusal(shards: list[Path], tmp_path: Path, capsys):
     assert main(["assemble", str(tmp_path / "ok"), *map(str, shards)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "not empty" in err and "Traceback" not in err
+
+
+def test_stats_in_small_dimension_blocks_are_the_same(shards: list[Path], dataset: Path, tmp_path: Path, monkeypatch):
+    rows = _json(dataset / "meta/info.json")["total_frames"]
+    monkeypatch.setattr("exporter.assemble.STATS_MEMORY_BUDGET", 8 * rows * 7)  # 7 state dimensions per pass
+    out = tmp_path / "blocked"
+    assemble_dataset(out, shards, created_at=CREATED_AT)
+    assert (out / "meta/stats.json").read_bytes() == (dataset / "meta/stats.json").read_bytes()
+
+
+def test_failure_while_staging_leaves_nothing(shards: list[Path], tmp_path: Path, monkeypatch):
+    def broken(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr("exporter.assemble._dataset_stats", broken)
+    with pytest.raises(OSError, match="disk full"):
+        assemble_dataset(tmp_path / "dataset", shards)
+    assert list(tmp_path.iterdir()) == []
