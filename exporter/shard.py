@@ -71,6 +71,8 @@ def _study_block(capture: Capture, study: dict[str, Any] | None) -> dict[str, An
     """The portal's registry values replace the recorder's claims wholesale when given."""
     if study is None:
         return {**capture.study_claims, "raw_audio_retained": capture.audio_in_source}
+    if not isinstance(study, dict):
+        raise SourceError("the study block must be a JSON object", path="study")
     unknown = set(study) - {*STUDY_KEYS, "raw_audio_retained"}
     if unknown:
         raise SourceError(f"unknown study keys: {', '.join(sorted(unknown))}", path="study")
@@ -320,8 +322,11 @@ def export_shard(
         table = extend_tasks(tasks or [], (s.task for s in retained))
         rows = build_rows(capture.journal, capture.rate_hz, {task: i for i, task in enumerate(table)})
         camera_path = container.local_path(capture.camera.media) if capture.camera else None
-        out_dir.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.staging-", dir=out_dir))
+        try:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.staging-", dir=out_dir))
+        except OSError as exc:
+            raise SourceError(f"cannot write the shard here: {exc.strerror}", path=str(out_dir)) from None
         try:
             video_method, warnings = _write_shard(
                 staging,

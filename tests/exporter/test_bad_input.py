@@ -266,3 +266,26 @@ def test_missing_out_dir_is_not_created_for_bad_input(tmp_path: Path):
     source = unsupported_version(tmp_path)
     assert main(["export", str(source), str(tmp_path / "new" / "out")]) == 2
     assert not (tmp_path / "new").exists()
+
+
+def test_study_json_must_be_an_object(tmp_path: Path, capsys):
+    source = write_source(tmp_path / "source", standard_records())
+    study = tmp_path / "study.json"
+    study.write_text("[1, 2]")
+    assert main(["export", str(source), str(tmp_path / "out"), "--study-json", str(study)]) == 2
+    assert "study block must be a JSON object" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_out_dir_that_is_a_file(tmp_path: Path, capsys):
+    source = write_source(tmp_path / "source", standard_records())
+    (tmp_path / "out").write_text("not a folder")
+    assert main(["export", str(source), str(tmp_path / "out")]) == 2
+    assert "cannot write the shard here" in capsys.readouterr().err
+
+
+def test_invalid_capture_json(tmp_path: Path, capsys):
+    source = write_source(tmp_path / "source", standard_records())
+    (source / "capture.json").write_text('{"schema": "ceres-capture-source",')
+    assert main(["export", str(source), str(tmp_path / "out")]) == 2
+    assert "capture.json: invalid JSON" in capsys.readouterr().err
