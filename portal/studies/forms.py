@@ -6,7 +6,7 @@ from django import forms
 
 from portal.studies.models import ConsentDocument, ConsentEvent, Headset, Study
 
-_DATE = forms.DateInput(attrs={"type": "date"})
+_DATE = forms.DateInput(attrs={"type": "date"}, format="%Y-%m-%d")  # what <input type=date> reads
 
 
 class HeadsetForm(forms.Form):
