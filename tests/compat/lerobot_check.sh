@@ -29,19 +29,25 @@ cache="${CERES_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ceres-portal}/lerobot-
 venv="$cache/venv"
 marker="$cache/installed"
 
+venv_ready() { [[ -f "$marker" && -x "$venv/bin/python" ]]; }
+
+is_python312() { "$1" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))' >/dev/null 2>&1; }
+
 find_python312() {
+    local candidate version
     if [[ -n "${CERES_PYTHON312:-}" ]]; then
-        echo "$CERES_PYTHON312"; return 0
+        is_python312 "$CERES_PYTHON312" && echo "$CERES_PYTHON312"
+        return
     fi
-    if python3.12 -c 'import sys' >/dev/null 2>&1; then
+    if is_python312 python3.12; then
         command -v python3.12; return 0
     fi
-    # A pyenv shim exists but 3.12 is not the selected version: ask pyenv for an installed 3.12.
+    # A pyenv shim may exist while 3.12 is not the selected version: ask pyenv for an installed 3.12.
     if command -v pyenv >/dev/null 2>&1; then
-        local version
         version=$(pyenv versions --bare 2>/dev/null | grep -E '^3\.12(\.[0-9]+)?$' | tail -n 1 || true)
-        if [[ -n "$version" ]]; then
-            echo "$(pyenv root)/versions/$version/bin/python3.12"; return 0
+        candidate="$(pyenv root)/versions/$version/bin/python3.12"
+        if [[ -n "$version" ]] && is_python312 "$candidate"; then
+            echo "$candidate"; return 0
         fi
     fi
     return 1
@@ -52,7 +58,7 @@ build_venv() {
     # One build at a time per machine; a second caller waits and then finds the marker.
     exec 9>"$cache/.lock"
     flock 9
-    if [[ -f "$marker" ]]; then
+    if venv_ready; then
         exec 9>&-
         return 0
     fi
@@ -66,13 +72,14 @@ build_venv() {
     rm -rf "$venv"
     "$python312" -m venv "$venv"
     "$venv/bin/pip" install --quiet "$lerobot_spec"
+    "$venv/bin/python" -c 'import lerobot.datasets.lerobot_dataset'
     # The marker is written last, so an interrupted install is redone on the next run.
     "$venv/bin/pip" freeze >"$marker.tmp"
     mv "$marker.tmp" "$marker"
     exec 9>&-
 }
 
-[[ -f "$marker" ]] || build_venv
+venv_ready || build_venv
 if [[ $prepare_only == 1 ]]; then
     echo "lerobot_check: LeRobot venv ready at $venv"
     exit 0
