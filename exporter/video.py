@@ -96,18 +96,34 @@ def _video_stream(container: av.container.InputContainer, path: Path) -> av.vide
     return container.streams.video[0]
 
 
-def _video_packets(
+def _data_packets(
     container: av.container.InputContainer, stream: av.video.stream.VideoStream, path: Path
 ) -> Iterator[av.Packet]:
-    """Demuxed packets of `stream` that carry a frame to display (no flush or edit-list discard packets)."""
+    """Demuxed packets of `stream` that carry data (the demuxer's empty flush packet left out)."""
     try:
         for packet in container.demux(stream):
-            if packet.size and not packet.is_discard:
-                if packet.pts is None:
-                    raise SourceError("video packet without a presentation time", path=str(path))
+            if packet.size:
                 yield packet
     except av.FFmpegError as exc:
         raise SourceError(f"cannot read the video stream ({exc})", path=str(path)) from exc
+
+
+def _video_packets(
+    container: av.container.InputContainer, stream: av.video.stream.VideoStream, path: Path
+) -> Iterator[av.Packet]:
+    """Packets of `stream` that carry a frame to display (no edit-list discard packets)."""
+    for packet in _data_packets(container, stream, path):
+        if not packet.is_discard:
+            if packet.pts is None:
+                raise SourceError("video packet without a presentation time", path=str(path))
+            yield packet
+
+
+def _display_pts(camera_path: Path) -> np.ndarray:
+    """Presentation times (stream time base) of the frames to display, in display order."""
+    with _open_media(camera_path) as source:
+        stream = _video_stream(source, camera_path)
+        return np.sort(np.fromiter((p.pts for p in _video_packets(source, stream, camera_path)), dtype=np.int64))
 
 
 def has_audio_stream(path: Path) -> bool:
@@ -224,11 +240,10 @@ def _remux_display_ranks(camera_path: Path) -> np.ndarray | None:
     with _open_media(camera_path) as source:
         stream = _video_stream(source, camera_path)
         decode_order_pts = []
-        for packet in source.demux(stream):
-            if packet.size:
-                if packet.is_discard or packet.pts is None:
-                    return None
-                decode_order_pts.append(packet.pts)
+        for packet in _data_packets(source, stream, camera_path):
+            if packet.is_discard or packet.pts is None:
+                return None
+            decode_order_pts.append(packet.pts)
     pts = np.array(decode_order_pts, dtype=np.int64)
     return np.searchsorted(np.sort(pts), pts)
 
@@ -302,9 +317,7 @@ def _gop_layout(camera_path: Path, length_size: int) -> _GopLayout | None:
     with _open_media(camera_path) as source:
         stream = _video_stream(source, camera_path)
         keyframes, previous_pts, index, settings = [], None, 0, {}
-        for packet in source.demux(stream):
-            if not packet.size:
-                continue
+        for packet in _data_packets(source, stream, camera_path):
             if packet.is_discard or packet.pts is None or (previous_pts is not None and packet.pts <= previous_pts):
                 return None
             if packet.is_keyframe:
@@ -369,12 +382,14 @@ def _smart_cut(camera_path: Path, chosen: np.ndarray, fps: int, out_path: Path) 
     whole = kept == gop_ends - layout.gop_starts
     if not whole.any():
         return False
+    cut_gops = (kept > 0) & ~whole
+    if cut_gops.any():
+        with _open_media(camera_path) as source:
+            if _cut_encoder(layout, _video_stream(source, camera_path), fps) is None:
+                return False
     time_base = Fraction(1, fps)
     with _open_media(camera_path) as source, _open_output(out_path) as output:
         stream = _video_stream(source, camera_path)
-        cut_gops = (kept > 0) & ~whole
-        if cut_gops.any() and _cut_encoder(layout, stream, fps) is None:
-            return False
         target = output.add_stream_from_template(stream)
         target.time_base = time_base
         target.metadata.clear()
@@ -435,22 +450,32 @@ def _smart_cut(camera_path: Path, chosen: np.ndarray, fps: int, out_path: Path) 
 
 def _encode_chosen_frames(camera_path: Path, chosen: np.ndarray, fps: int, out_path: Path) -> None:
     """Encode decoded frame chosen[r] as output frame r, decoding the camera once, front to back."""
+    display_pts = _display_pts(camera_path)
+    if chosen[-1] >= display_pts.size:
+        raise SourceError(
+            f"video stream has {display_pts.size} frames, fewer than probed (frame {int(chosen[-1])} needed)",
+            path=str(camera_path),
+        )
+    chosen_pts = display_pts[chosen]
     with _open_media(camera_path) as source, _open_output(out_path) as output:
         stream = _video_stream(source, camera_path)
         stream.thread_type = "AUTO"
         encoder = None
         row = 0
-        frame_index = -1
+        decoded = 0
         try:
             for frame in source.decode(stream):
-                frame_index += 1
-                if chosen[row] != frame_index:
+                decoded += 1
+                # Frames are identified by presentation time, so one the decoder shows although the
+                # edit list discards it cannot shift the count.
+                frame_pts = frame.pts
+                if frame_pts != chosen_pts[row]:
                     continue
                 if encoder is None:
                     encoder = _add_h264_stream(output, frame.width, frame.height, fps)
                 picture = _even_yuv420p(frame, encoder.width, encoder.height)
                 picture.time_base = encoder.codec_context.time_base
-                while row < chosen.size and chosen[row] == frame_index:
+                while row < chosen.size and chosen_pts[row] == frame_pts:
                     picture.pts = row
                     output.mux(encoder.encode(picture))
                     row += 1
@@ -460,8 +485,8 @@ def _encode_chosen_frames(camera_path: Path, chosen: np.ndarray, fps: int, out_p
             raise SourceError(f"video stream does not decode ({exc})", path=str(camera_path)) from exc
         if row < chosen.size:
             raise SourceError(
-                f"video stream decoded to {frame_index + 1} frames, fewer than its packets "
-                f"promised (frame {int(chosen[row])} needed)",
+                f"video stream decoded to {decoded} frames without frame {int(chosen[row])} "
+                f"of the {display_pts.size} its packets promise",
                 path=str(camera_path),
             )
         output.mux(encoder.encode(None))

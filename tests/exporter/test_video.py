@@ -363,3 +363,25 @@ def test_smart_cut_falls_back_to_full_reencode_for_b_frames(tmp_path):
     assert [code for _, code in decoded(tmp_path / "out.mp4")] == kept.tolist()
     source_packets = {bytes(p) for p in video_packets(camera)}
     assert not source_packets & {bytes(p) for p in video_packets(tmp_path / "out.mp4")}
+
+
+def test_smart_cut_falls_back_when_parameter_sets_cannot_be_matched(tmp_path):
+    camera = tmp_path / "yuv444.mp4"  # High 4:4:4: an SPS a yuv420p encoder cannot reproduce
+    pictures = CameraPictures(64, 48, seed=5)
+    with av.open(str(camera), "w") as output:
+        stream = output.add_stream("libx264", rate=RATE, options={"preset": "ultrafast", "g": "10"})
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv444p"
+        for index in range(30):
+            frame = av.VideoFrame.from_ndarray(pictures.picture(index), format="yuv420p").reformat(format="yuv444p")
+            frame.pts = index
+            output.mux(stream.encode(frame))
+        output.mux(stream.encode(None))
+    kept = np.r_[0:10, 15:30]
+
+    export_video(camera, probe_camera(camera), 0.0, kept / RATE, False, RATE, tmp_path / "out.mp4")
+
+    assert_clean_h264(tmp_path / "out.mp4", kept.size)
+    assert [code for _, code in decoded(tmp_path / "out.mp4")] == kept.tolist()
+    source_packets = {bytes(p) for p in video_packets(camera)}
+    assert not source_packets & {bytes(p) for p in video_packets(tmp_path / "out.mp4")}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.mp4", "yuv444.mp4"], "no staging file left"
