@@ -636,25 +636,31 @@ def _zip_folder(folder: Path, archive: Path, root_name: str, recorded_at: dateti
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("out_dir", type=Path, help="capture source folder to create")
-    parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--rate-hz", type=int, default=30)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--camera", choices=CAMERA_KINDS, default="mp4")
-    parser.add_argument("--width", type=int, default=160)
-    parser.add_argument("--height", type=int, default=120)
+    parser.description = "Write a synthetic CERES capture source (deterministic for a seed)."
+    parser.add_argument("out_dir", type=Path, help="capture source folder to create (must not exist)")
+    parser.add_argument("--seconds", type=float, default=10.0, help="recording length (default 10)")
+    parser.add_argument("--rate-hz", type=int, default=30, help="recorder slot rate (default 30)")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument("--camera", choices=CAMERA_KINDS, default="mp4", help="mp4: H.264+AAC, webm: VP9+Opus")
+    parser.add_argument("--width", type=int, default=160, help="camera width, even (default 160)")
+    parser.add_argument("--height", type=int, default=120, help="camera height, even (default 120)")
     parser.add_argument(
         "--unaligned",
         dest="aligned",
         action="store_false",
         help="idle slots between segments and a camera that starts late",
     )
-    parser.add_argument("--retries", type=int, default=1)
-    parser.add_argument("--microphone", choices=MICROPHONE_KINDS, default="none")
+    parser.add_argument("--retries", type=int, default=1, help="retry takes before successful ones (default 1)")
+    parser.add_argument(
+        "--microphone",
+        choices=MICROPHONE_KINDS,
+        default="none",
+        help="track: audio in the camera file, file: media/microphone.m4a",
+    )
     parser.add_argument("--zip", dest="zip_output", action="store_true", help="write OUT_DIR.zip instead")
-    parser.add_argument("--capture-id")
-    parser.add_argument("--no-task-spec", dest="task_spec", action="store_false")
-    parser.add_argument("--no-calibration", dest="calibration", action="store_false")
+    parser.add_argument("--capture-id", help="default synthetic-<seed>")
+    parser.add_argument("--no-task-spec", dest="task_spec", action="store_false", help="no task-specification.json")
+    parser.add_argument("--no-calibration", dest="calibration", action="store_false", help="no camera calibration")
 
 
 def run(args: argparse.Namespace) -> int:
