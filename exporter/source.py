@@ -40,6 +40,15 @@ _RFC3339_UTC = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]00
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
+def _finite_number(value: Any) -> bool:
+    if type(value) not in (int, float):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an integer too large for a float
+        return False
+
+
 # --- container ------------------------------------------------------------------------------------
 
 
@@ -221,33 +230,39 @@ class _Manifest:
     def get(self, obj: dict[str, Any], key: str, prefix: str = "", *, required: bool = True) -> Any:
         if key not in obj or (not required and obj[key] is None):
             if required:
-                raise self.fail(prefix + key, "is required")
+                raise self.fail(f"{prefix}{key}", "is required")
             return None
         return obj[key]
 
     def string(self, obj: dict[str, Any], key: str, prefix: str = "", *, required: bool = True) -> Any:
         value = self.get(obj, key, prefix, required=required)
-        if value is not None and not isinstance(value, str):
-            raise self.fail(prefix + key, "must be a string")
+        if (value is not None or required) and not isinstance(value, str):
+            raise self.fail(f"{prefix}{key}", "must be a string")
         return value
 
     def integer(self, obj: dict[str, Any], key: str, prefix: str = "", low: int = 0, high: int | None = None) -> int:
         value = self.get(obj, key, prefix)
         if type(value) is not int or value < low or (high is not None and value > high):
             bounds = f" from {low} to {high}" if high is not None else f" >= {low}"
-            raise self.fail(prefix + key, f"must be an integer{bounds}")
+            raise self.fail(f"{prefix}{key}", f"must be an integer{bounds}")
         return value
 
     def number(self, obj: dict[str, Any], key: str, prefix: str = "") -> float:
         value = self.get(obj, key, prefix)
-        if type(value) not in (int, float) or not math.isfinite(value):
-            raise self.fail(prefix + key, "must be a finite number")
+        if not _finite_number(value):
+            raise self.fail(f"{prefix}{key}", "must be a finite number")
         return float(value)
+
+    def positive(self, obj: dict[str, Any], key: str, prefix: str = "") -> float:
+        value = self.number(obj, key, prefix)
+        if value <= 0:
+            raise self.fail(f"{prefix}{key}", "must be greater than 0")
+        return value
 
     def obj(self, obj: dict[str, Any], key: str, prefix: str = "", *, required: bool = False) -> Any:
         value = self.get(obj, key, prefix, required=required)
-        if value is not None and not isinstance(value, dict):
-            raise self.fail(prefix + key, "must be an object" + ("" if required else " or null"))
+        if (value is not None or required) and not isinstance(value, dict):
+            raise self.fail(f"{prefix}{key}", "must be an object" + ("" if required else " or null"))
         return value
 
     def timestamp(self, obj: dict[str, Any], key: str, prefix: str = "") -> str:
@@ -257,7 +272,7 @@ class _Manifest:
         except ValueError:
             value = ""
         if not _RFC3339_UTC.fullmatch(value):
-            raise self.fail(prefix + key, "must be an RFC 3339 UTC time such as 2026-03-01T12:00:00Z")
+            raise self.fail(f"{prefix}{key}", "must be an RFC 3339 UTC time such as 2026-03-01T12:00:00Z")
         return obj[key]
 
     def availability(self, obj: Any, key: str) -> dict[str, Any]:
@@ -330,7 +345,7 @@ def _camera(data: dict[str, Any], m: _Manifest, files: frozenset[str]) -> Camera
         media=m.media_path(m.string(camera, "media", "camera."), "camera.media", files),
         width=m.integer(camera, "width", "camera.", low=1),
         height=m.integer(camera, "height", "camera.", low=1),
-        frame_rate=m.number(camera, "frame_rate", "camera."),
+        frame_rate=m.positive(camera, "frame_rate", "camera."),
         first_frame_source_time=m.number(camera, "first_frame_source_time", "camera."),
         characteristics=m.availability(characteristics, "camera.characteristics"),
     )
@@ -345,12 +360,12 @@ def _calibration(data: dict[str, Any], m: _Manifest) -> dict[str, Any] | None:
         raise m.fail("calibration.model", 'must be "pinhole-radtan5"')
     intrinsics = m.obj(calibration, "intrinsics", p, required=True)
     distortion = m.get(calibration, "distortion", p)
-    if not isinstance(distortion, list) or len(distortion) != 5:
-        raise m.fail("calibration.distortion", "must be an array of 5 numbers [k1, k2, p1, p2, k3]")
+    if not isinstance(distortion, list) or len(distortion) != 5 or not all(map(_finite_number, distortion)):
+        raise m.fail("calibration.distortion", "must be an array of 5 finite numbers [k1, k2, p1, p2, k3]")
     return {
         "model": "pinhole-radtan5",
         "intrinsics": {k: m.number(intrinsics, k, "calibration.intrinsics.") for k in ("fx", "fy", "cx", "cy")},
-        "distortion": [m.number(dict(enumerate(distortion)), i, "calibration.distortion.") for i in range(5)],
+        "distortion": [float(v) for v in distortion],
         "rms_error_px": m.number(calibration, "rms_error_px", p),
         "sample_count": m.integer(calibration, "sample_count", p),
         "captured_at": m.timestamp(calibration, "captured_at", p),

@@ -119,6 +119,10 @@ def missing_capture_id(tmp: Path) -> Path:
     return write_source(tmp / "source", standard_records(), data=data)
 
 
+def null_recorder(tmp: Path) -> Path:
+    return write_source(tmp / "source", standard_records(), data=manifest(recorder=None))
+
+
 def bad_availability(tmp: Path) -> Path:
     data = manifest()
     data["capture_device"]["os"] = {"availability": "maybe"}
@@ -218,6 +222,7 @@ CASES = {
     "only retries": (only_retries, ["journal.ndjson", "no retained segments"]),
     "empty journal": (empty_journal, ["journal.ndjson", "no retained segments"]),
     "missing key": (missing_capture_id, ["capture.json", "'capture_id' is required"]),
+    "null recorder": (null_recorder, ["capture.json", "'recorder' must be an object"]),
     "bad availability": (bad_availability, ["capture.json", "'capture_device.os'"]),
     "known without value": (known_without_value, ["capture.json", "'capture_device.os'"]),
     "missing journal": (missing_journal, ["journal.ndjson", "missing"]),
