@@ -14,7 +14,7 @@ import pytest
 
 from exporter.errors import SourceError
 from exporter.generate import CameraPictures, generate_capture, read_frame_code, write_camera
-from exporter.video import choose_frames, export_video, probe_camera, strip_audio, video_stats
+from exporter.video import choose_frames, export_video, has_audio_stream, probe_camera, strip_audio, video_stats
 
 RATE = 30
 
@@ -385,3 +385,15 @@ def test_smart_cut_falls_back_when_parameter_sets_cannot_be_matched(tmp_path):
     source_packets = {bytes(p) for p in video_packets(camera)}
     assert not source_packets & {bytes(p) for p in video_packets(tmp_path / "out.mp4")}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.mp4", "yuv444.mp4"], "no staging file left"
+
+
+def test_has_audio_stream(tmp_path):
+    with_track, manifest = capture(tmp_path, "track", microphone="track")
+    silent, _ = capture(tmp_path, "silent")
+    lone, lone_manifest = capture(tmp_path, "lone", camera="none", microphone="file")
+    assert has_audio_stream(with_track / manifest["camera"]["media"])
+    assert not has_audio_stream(silent / "media/camera.mp4")
+    assert has_audio_stream(lone / lone_manifest["audio"]["media"])
+    (tmp_path / "noise.m4a").write_bytes(b"\x00garbage" * 100)
+    with pytest.raises(SourceError, match=r"noise\.m4a: not a readable media file"):
+        has_audio_stream(tmp_path / "noise.m4a")
