@@ -87,3 +87,12 @@ def test_export_summary_names_the_video_method(tmp_path: Path, capsys):
     source = generate_capture(tmp_path / "capture", seconds=1, width=64, height=48, camera="mp4", retries=0)
     assert main(["export", str(source), str(tmp_path / "out")]) == 0
     assert capsys.readouterr().out.strip().endswith("0 dropped retries, video remux")
+
+
+def test_generate_subcommand_is_wired_into_the_cli(tmp_path: Path, capsys):
+    target = tmp_path / "generated"
+    assert main(["generate", str(target), "--seconds", "1", "--camera", "none"]) == 0
+    assert (target / "capture.json").is_file() and (target / "journal.ndjson").is_file()
+    capsys.readouterr()
+    assert main(["export", str(target), str(tmp_path / "out")]) == 0
+    assert capsys.readouterr().out.strip().endswith("video none")
