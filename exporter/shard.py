@@ -25,6 +25,7 @@ from exporter.stats import STAT_NAMES, feature_stats
 from exporter.tasks import extend_tasks, write_tasks
 
 CHUNKS_SIZE = 1000
+MAX_INDEX = 2**53  # episode and global frame indices stay exact in JSON readers that use doubles
 # Row groups bound the parquet writer's buffers (one group for a whole hour of state took ~300 MB).
 ROW_GROUP_ROWS = 16384
 
@@ -306,10 +307,9 @@ def export_shard(
     exported_at: datetime | None = None,
 ) -> ExportResult:
     """Export a capture source as ``out_dir/episode-NNNNNN/``; SourceError for bad input, nothing written."""
-    if type(episode_index) is not int or episode_index < 0:
-        raise SourceError("the episode index must be an integer >= 0", path="--episode-index")
-    if type(from_index) is not int or from_index < 0:
-        raise SourceError("the global from-index must be an integer >= 0", path="--from-index")
+    for value, option in ((episode_index, "--episode-index"), (from_index, "--from-index")):
+        if type(value) is not int or not 0 <= value <= MAX_INDEX:
+            raise SourceError(f"must be an integer from 0 to {MAX_INDEX}", path=option)
     out_dir = Path(out_dir)
     target = out_dir / shard_name(episode_index)
     if target.exists():

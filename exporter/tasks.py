@@ -27,6 +27,8 @@ def extend_tasks(tasks: list[str], texts: Iterable[str]) -> list[str]:
     """The table with every new text appended in first-use order; existing indices never change."""
     extended = list(tasks)
     known = set(extended)
+    if len(known) != len(extended) or not all(isinstance(t, str) and t for t in extended):
+        raise SourceError("a task table holds distinct, non-empty task texts", path="tasks")
     for text in texts:
         if text not in known:
             known.add(text)

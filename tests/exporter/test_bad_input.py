@@ -294,3 +294,21 @@ def test_invalid_capture_json(tmp_path: Path, capsys):
     (source / "capture.json").write_text('{"schema": "ceres-capture-source",')
     assert main(["export", str(source), str(tmp_path / "out")]) == 2
     assert "capture.json: invalid JSON" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("option", ["--episode-index", "--from-index"])
+def test_negative_indices_are_refused(tmp_path: Path, capsys, option: str):
+    source = write_source(tmp_path / "source", standard_records())
+    assert main(["export", str(source), str(tmp_path / "out"), option, "-1"]) == 2
+    assert f"error: {option}: must be an integer" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_task_table_with_duplicates_is_refused(tmp_path: Path):
+    from exporter.errors import SourceError
+    from exporter.shard import export_shard
+
+    source = write_source(tmp_path / "source", standard_records())
+    with pytest.raises(SourceError, match="distinct"):
+        export_shard(source, tmp_path / "out", tasks=["Open the drawer", "Open the drawer"])
+    assert not (tmp_path / "out").exists()
