@@ -58,6 +58,7 @@ class HeadsetImportError(RegistryError):
 
 HEADSET_ID_MAX_CHARS = 128
 HEADSET_CSV_MAX_ROWS = 10_000
+HEADSET_CSV_MAX_BYTES = 2 * 1024 * 1024
 CONSENT_DOCUMENT_MAX_BYTES = 20 * 1024 * 1024
 CONSENT_SCOPES = tuple(ConsentEvent.Scope.values)
 _LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -214,16 +215,23 @@ def register_headset(actor, study: Study, *, headset_id: str, model: str = "") -
     if problem:
         raise RegistryError(problem)
     with study_scope(study=study):
+        duplicate = RegistryError(f"headset ID {headset_id!r} is already registered in study {study.code}")
         if Headset.objects.filter(headset_id=headset_id).exists():
-            raise RegistryError(f"headset ID {headset_id!r} is already registered in study {study.code}")
-        headset = Headset.objects.create(study=study, headset_id=headset_id, model=model.strip()[:128],
-                                         registered_by=_user(actor))
+            raise duplicate
+        try:
+            with transaction.atomic():  # a concurrent registration of the same ID loses here
+                headset = Headset.objects.create(study=study, headset_id=headset_id, model=model.strip()[:128],
+                                                 registered_by=_user(actor))
+        except IntegrityError:
+            raise duplicate from None
         record(actor, "headset.registered", headset, after=_headset_snapshot(headset))
     return headset
 
 
 def _csv_text(fileobj: IO) -> str:
-    raw = fileobj.read()
+    raw = fileobj.read(HEADSET_CSV_MAX_BYTES + 1)
+    if len(raw) > HEADSET_CSV_MAX_BYTES:
+        raise HeadsetImportError([(0, f"the file is larger than {HEADSET_CSV_MAX_BYTES // 1024} KiB")])
     if isinstance(raw, str):
         return raw
     try:
@@ -236,7 +244,8 @@ def _csv_text(fileobj: IO) -> str:
 def import_headsets_csv(actor, study: Study, fileobj: IO) -> list[Headset]:
     """Register every headset of a CSV file (columns ``headset_id`` and optional ``model``), or none.
 
-    Row numbers count like a spreadsheet: the header is row 1, the first headset row 2. Any bad row
+    Row numbers count like a spreadsheet: the header is row 1, the first headset row 2 (row 0 is the
+    file as a whole: too large, not UTF-8). Any bad row
     (invalid or duplicate ID, unknown column, too many rows) fails the whole file with every fault
     listed in ``HeadsetImportError.errors``.
     """
@@ -465,10 +474,15 @@ def upload_consent_document(actor, study: Study, *, identifier: str, version: st
             stored = storage.save(name, ContentFile(content))
             if stored != name:
                 raise RegistryError(f"the storage renamed the consent document to {stored!r}")
-        document = ConsentDocument.objects.create(
-            study=study, identifier=identifier, version=version, issued_on=issued_on, file_name=name,
-            media_type=media_type, sha256=sha256, size=len(content), uploaded_by=_user(actor),
-        )
+        try:
+            with transaction.atomic():  # a concurrent upload of the same identifier and version loses here
+                document = ConsentDocument.objects.create(
+                    study=study, identifier=identifier, version=version, issued_on=issued_on, file_name=name,
+                    media_type=media_type, sha256=sha256, size=len(content), uploaded_by=_user(actor),
+                )
+        except IntegrityError:
+            raise RegistryError(f"consent document {identifier} version {version} already exists in study "
+                                f"{study.code}") from None
         record(actor, "consent_document.uploaded", document, after=_document_snapshot(document))
     return document
 

@@ -66,3 +66,13 @@ def test_no_column_can_hold_a_name():
 def test_many_demonstrators_on_one_headset_stay_unique(study, coordinator, headset):
     made = [create_demonstrator(coordinator, study, headset=headset).designator for _ in range(200)]
     assert len(set(made)) == 200
+
+
+def test_a_designator_taken_between_check_and_insert_is_drawn_again(study, coordinator, monkeypatch):
+    from portal.studies import services
+
+    create_demonstrator(coordinator, study, designator="able-acorn-fox-oak")
+    draws = iter(["able-acorn-fox-oak", "able-acorn-fox-oak", "able-acorn-owl-oak"])
+    # A concurrent writer: the check said free, but the row exists when this writer inserts.
+    monkeypatch.setattr(services, "generate_designator", lambda headset_id, is_taken: next(draws))
+    assert create_demonstrator(coordinator, study).designator == "able-acorn-owl-oak"

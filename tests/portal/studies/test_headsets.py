@@ -120,3 +120,11 @@ def test_closed_study_registers_no_headsets(study, coordinator):
     set_study_status(coordinator, study, "closed")
     with pytest.raises(RegistryError, match="closed"):
         register_headset(coordinator, study, headset_id="HS-0002")
+
+
+def test_oversized_csv_is_refused_before_parsing(study, coordinator):
+    from portal.studies.services import HEADSET_CSV_MAX_BYTES
+
+    with pytest.raises(HeadsetImportError, match="larger than") as caught:
+        import_headsets_csv(coordinator, study, io.BytesIO(b"headset_id\n" + b"HS-1\n" * (HEADSET_CSV_MAX_BYTES // 5)))
+    assert caught.value.errors[0][0] == 0

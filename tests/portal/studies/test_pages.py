@@ -118,3 +118,11 @@ def test_settings_pages_change_policy_and_show_errors(coordinator_client, study)
     assert study.audio_policy_label == "retain-days 14"
     overview = coordinator_client.get(_url("study-overview", study)).content.decode()
     assert "retain-days 14" in overview and 'data-count="headsets"' in overview
+
+
+def test_coordinator_dashboard_counts_the_registry(coordinator_client, study, headset, demonstrator, make_document):
+    make_document()
+    page = coordinator_client.get("/").content.decode()
+    for label in ("Headsets registered", "Demonstrators", "Consent documents awaiting acceptance"):
+        assert label in page
+    assert page.count('<span class="count">1</span>') >= 3
