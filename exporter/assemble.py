@@ -147,6 +147,7 @@ def verify_dataset(dataset_dir: Path) -> list[str]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = "Assemble episode shards into one LeRobot v3 study dataset (shard.md section 10)."
     parser.add_argument("out_dir", type=Path, metavar="OUT_DIR", help="new dataset folder (absent or empty)")
     parser.add_argument(
         "shard_dirs", type=Path, nargs="+", metavar="SHARD_DIR", help="episode shard folders (episode-NNNNNN)"

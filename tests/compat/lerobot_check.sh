@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# LeRobot compatibility check: builds a small study dataset with the exporter (generate -> export ->
-# assemble, once with every episode and once with episode 1 left out) and loads both with Hugging Face
-# LeRobot 0.6.1's own reader, offline, decoding every frame.
+# LeRobot compatibility check: builds small study datasets with the exporter (generate -> export ->
+# assemble: three episodes with a camera, the same with episode 1 left out, two without a camera) and
+# loads them with Hugging Face LeRobot 0.6.1's own reader, offline, decoding every frame.
 #
 # LeRobot 0.6.1 needs Python 3.12 and pins av<16 and torch<2.12, so it cannot live in the app's venv: it
 # gets its own venv in a per-machine cache outside the clone, built once (about 5.4 GB, 80 s).
@@ -98,35 +98,54 @@ fi
 exporter() { (cd "$repo" && "$app_python" -m exporter "$@"); }
 total_frames() { "$app_python" -c 'import json, sys; print(json.load(open(sys.argv[1]))["total_frames"])' "$1"; }
 
-# Three small captures, all with a 160x120 camera: seeds give different task texts, the middle one has
-# a retry (so its video is range-aware rather than remuxed).
-width=160 height=120
-retries=(0 1 0)
-from_index=0
-tasks_args=()
-for episode in 0 1 2; do
-    capture="$work/captures/capture-$episode"
-    exporter generate "$capture" --seconds 2 --seed $((episode + 11)) --camera mp4 \
-        --width $width --height $height --retries "${retries[$episode]}" >>"$work/export.log"
-    exporter export "$capture" "$work/shards" --episode-index $episode --from-index $from_index "${tasks_args[@]}" \
-        >>"$work/export.log"
-    shard="$work/shards/$(printf 'episode-%06d' $episode)"
-    from_index=$((from_index + $(total_frames "$shard/meta/info.json")))
-    tasks_args=(--tasks "$shard/meta/tasks.parquet")
-done
+# export_study STUDY CAMERA RETRIES...: one 2-second capture per RETRIES value (different seeds, so
+# different task texts), exported as episodes 0, 1, ... of STUDY with chained --from-index and --tasks.
+export_study() {
+    local study=$1 camera=$2 episode=0 from_index=0 retries capture shard
+    local tasks_args=()
+    shift 2
+    for retries in "$@"; do
+        capture="$work/$study/captures/capture-$episode"
+        exporter generate "$capture" --seconds 2 --seed $((episode + 11)) --camera "$camera" \
+            --width $width --height $height --retries "$retries" >>"$work/export.log"
+        exporter export "$capture" "$work/$study/shards" --episode-index $episode --from-index $from_index \
+            "${tasks_args[@]}" >>"$work/export.log"
+        shard="$work/$study/shards/$(printf 'episode-%06d' $episode)"
+        from_index=$((from_index + $(total_frames "$shard/meta/info.json")))
+        tasks_args=(--tasks "$shard/meta/tasks.parquet")
+        episode=$((episode + 1))
+    done
+}
 
-exporter assemble "$work/datasets/all" "$work/shards"/episode-00000{0,1,2} >>"$work/export.log"
-exporter assemble "$work/datasets/without-1" "$work/shards"/episode-00000{0,2} >>"$work/export.log"
-"$app_python" "$repo/tests/compat/expectations.py" --camera ${width}x${height} \
-    "$work/captures"/capture-{0,1,2} --shards "$work/shards"/episode-00000{0,1,2} >"$work/all.json"
-"$app_python" "$repo/tests/compat/expectations.py" --camera ${width}x${height} \
-    "$work/captures"/capture-{0,2} --shards "$work/shards"/episode-00000{0,2} >"$work/without-1.json"
+# assemble_study STUDY DATASET CAMERA EPISODE...: assemble those episodes of STUDY and write what
+# LeRobot must read back, from the capture journals and the shards' own mp4s.
+checks=()
+assemble_study() {
+    local study=$1 dataset=$2 camera=$3 episode
+    local captures=() shards=()
+    shift 3
+    for episode in "$@"; do
+        captures+=("$work/$study/captures/capture-$episode")
+        shards+=("$work/$study/shards/$(printf 'episode-%06d' "$episode")")
+    done
+    exporter assemble "$work/datasets/$dataset" "${shards[@]}" >>"$work/export.log"
+    "$app_python" "$repo/tests/compat/expectations.py" --camera "$camera" "${captures[@]}" \
+        --shards "${shards[@]}" >"$work/$dataset.json"
+    checks+=("$work/datasets/$dataset" "$work/$dataset.json")
+}
+
+# A 160x120 camera on every episode; the middle one has a retry, so its video is range-aware.
+width=160 height=120
+export_study camera mp4 0 1 0
+assemble_study camera all ${width}x${height} 0 1 2
+assemble_study camera without-1 ${width}x${height} 0 2
+export_study no-camera none 0 0
+assemble_study no-camera no-camera none 0 1
 
 # Offline, with every Hugging Face cache in the work folder: a missing or inconsistent file must fail
 # here instead of turning into a Hub download or polluting the user's cache.
 if ! HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 HF_HOME="$work/hf/home" HF_DATASETS_CACHE="$work/hf/datasets" \
-    HF_LEROBOT_HOME="$work/hf/lerobot" "$venv/bin/python" "$repo/tests/compat/lerobot_load.py" \
-    "$work/datasets/all" "$work/all.json" "$work/datasets/without-1" "$work/without-1.json" \
+    HF_LEROBOT_HOME="$work/hf/lerobot" "$venv/bin/python" "$repo/tests/compat/lerobot_load.py" "${checks[@]}" \
     >"$work/lerobot.log" 2>&1; then
     cat "$work/lerobot.log" >&2
     echo "lerobot_check: FAILED: LeRobot $lerobot_spec did not load the assembled datasets as expected" >&2
