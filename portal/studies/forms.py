@@ -69,5 +69,10 @@ class AudioPolicyForm(forms.Form):
     retain_days = forms.IntegerField(min_value=1, required=False, help_text="Only for the retain-days policy.")
 
 
+class ApprovalsForm(forms.Form):
+    approvals_required = forms.IntegerField(min_value=1, max_value=20, label="Approvals a release needs",
+                                            help_text="Distinct ethics officers, never the requester.")
+
+
 class DataUseAgreementForm(forms.Form):
     text = forms.CharField(widget=forms.Textarea(attrs={"rows": 6}), label="New data-use agreement text")

@@ -149,6 +149,20 @@ def set_audio_policy(actor, study: Study, policy: str, *, retain_days: int | Non
     return locked
 
 
+@transaction.atomic
+def set_approvals_required(actor, study: Study, approvals: int) -> Study:
+    """How many distinct ethics officers must approve a release of this study (at least 1)."""
+    if approvals < 1:
+        raise RegistryError("a release needs at least one ethics officer's approval")
+    locked = _locked(study)
+    before = _snapshot(locked)
+    locked.approvals_required = approvals
+    locked.save(update_fields=["approvals_required"])
+    record(actor, "study.approvals_required_changed", locked, before=before, after=_snapshot(locked))
+    study.approvals_required = approvals
+    return locked
+
+
 def check_accepts_recordings(study: Study) -> None:
     """Raise RegistryError when the study takes no new recordings (it is closed)."""
     if study.status == Study.Status.CLOSED:

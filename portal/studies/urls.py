@@ -7,6 +7,7 @@ urlpatterns = [
     path("settings/", views.study_settings, name="study-settings"),
     path("settings/status/", views.set_status, name="study-set-status"),
     path("settings/audio-policy/", views.set_audio_policy, name="study-set-audio-policy"),
+    path("settings/approvals/", views.set_approvals, name="study-set-approvals"),
     path("settings/data-use-agreement/", views.publish_agreement, name="study-publish-agreement"),
     path("headsets/", views.headsets, name="study-headsets"),
     path("headsets/import/", views.import_headsets, name="study-import-headsets"),

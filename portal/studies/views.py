@@ -16,6 +16,7 @@ from portal.access.models import Role
 from portal.access.permissions import study_view
 from portal.studies import services
 from portal.studies.forms import (
+    ApprovalsForm,
     AudioPolicyForm,
     ConsentDocumentForm,
     ConsentForm,
@@ -68,6 +69,7 @@ def _settings_page(request, study, **forms_by_name) -> HttpResponse:
         "status_form": StudyStatusForm(initial={"status": study.status}),
         "policy_form": AudioPolicyForm(initial={"audio_policy": study.audio_policy,
                                                 "retain_days": study.audio_retain_days}),
+        "approvals_form": ApprovalsForm(initial={"approvals_required": study.approvals_required}),
         "agreement_form": DataUseAgreementForm(),
         "agreement": services.current_data_use_agreement(study),
         **forms_by_name,
@@ -100,6 +102,17 @@ def set_audio_policy(request: HttpRequest, study) -> HttpResponse:
         messages.success(request, f"Raw-audio policy is now {study.audio_policy_label}.")
         return redirect("study-settings", study.code)
     return _settings_page(request, study, policy_form=form)
+
+
+@require_POST
+@study_view(COORDINATOR)
+def set_approvals(request: HttpRequest, study) -> HttpResponse:
+    form = ApprovalsForm(request.POST)
+    if form.is_valid() and _attempt(form, "approvals_required", services.set_approvals_required, request.user,
+                                    study, form.cleaned_data["approvals_required"]):
+        messages.success(request, f"A release now needs {study.approvals_required} approval(s).")
+        return redirect("study-settings", study.code)
+    return _settings_page(request, study, approvals_form=form)
 
 
 @require_POST

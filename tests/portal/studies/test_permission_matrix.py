@@ -37,6 +37,7 @@ EXPECTED: dict[str, Expect] = {
     "study-settings": _e("GET", (C,), 200),
     "study-set-status": _e("POST", (C,), 400),
     "study-set-audio-policy": _e("POST", (C,), 400),
+    "study-set-approvals": _e("POST", (C,), 400),
     "study-publish-agreement": _e("POST", (C,), 400),
     "study-headsets": _e("GET", (C,), 200),
     "study-import-headsets": _e("POST", (C,), 400),
@@ -189,3 +190,15 @@ def test_study_list_shows_only_the_callers_studies(client, world):
     assert client.get("/api/studies/alpha/").status_code == 404
     client.logout()
     assert client.get("/api/studies/").status_code == 403
+
+
+def test_ids_of_another_study_are_not_found_through_this_studys_urls(client, world, coordinator, make_user):
+    from portal.studies.services import register_headset
+
+    beta = world["users"]["other_study"].role_grants.first().study
+    foreign = register_headset(world["users"]["other_study"], beta, headset_id="HS-BETA")
+    client.force_login(coordinator)
+    assert client.post(f"/studies/alpha/headsets/{foreign.pk}/retire/", {"retired_on": "2026-05-01"}).status_code == 404
+    assert client.get(f"/api/studies/alpha/headsets/{foreign.pk}/").status_code == 404
+    foreign.refresh_from_db()
+    assert foreign.retired_on is None

@@ -6,6 +6,7 @@ from portal.studies.services import (
     check_accepts_recordings,
     current_data_use_agreement,
     publish_data_use_agreement,
+    set_approvals_required,
     set_audio_policy,
     set_study_status,
 )
@@ -57,3 +58,13 @@ def test_data_use_agreement_versions(study, coordinator):
     with pytest.raises(RegistryError, match="identical to the current data-use agreement v2"):
         publish_data_use_agreement(coordinator, study, text="Use for research only; no re-identification.")
     assert AuditEvent.objects.filter(action="study.data_use_agreement_published").count() == 2
+
+
+def test_approvals_required_is_audited_and_at_least_one(study, coordinator):
+    set_approvals_required(coordinator, study, 3)
+    study.refresh_from_db()
+    assert study.approvals_required == 3
+    event = AuditEvent.objects.get(action="study.approvals_required_changed")
+    assert (event.before["approvals_required"], event.after["approvals_required"]) == (2, 3)
+    with pytest.raises(RegistryError, match="at least one"):
+        set_approvals_required(coordinator, study, 0)
