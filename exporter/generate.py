@@ -214,7 +214,7 @@ def plan_attempts(
     if available < 4 * total:
         raise ValueError(f"{slot_count} slots are too few for {total} segments; record for longer")
     weights = rng.uniform(0.7, 1.3, total)
-    lengths = np.maximum(4, np.floor(weights / weights.sum() * available)).astype(int)
+    lengths = 4 + np.floor(weights / weights.sum() * (available - 4 * total)).astype(int)
     lengths[-1] = available - lengths[:-1].sum()
     attempts = []
     start = lead
