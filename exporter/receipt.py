@@ -50,6 +50,8 @@ def verify_shard(shard_dir: Path) -> list[str]:
     try:
         receipt: Any = json.loads((shard_dir / RECEIPT).read_bytes())
         artefacts = {a["path"]: a for a in receipt["artefacts"]}
+        if not all(isinstance(name, str) for name in artefacts):
+            raise TypeError("an artefact path is not a string")
     except (OSError, ValueError, KeyError, TypeError) as exc:
         return [f"{RECEIPT}: unreadable receipt: {exc}"]
     problems = []

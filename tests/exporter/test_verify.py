@@ -56,3 +56,9 @@ def test_missing_receipt(shard: Path, capsys):
     (shard / "ceres" / "browser-export-receipt.json").unlink()
     code, lines = verify(shard, capsys)
     assert code == 1 and len(lines) == 1 and "receipt" in lines[0]
+
+
+def test_malformed_receipt(shard: Path, capsys):
+    (shard / "ceres" / "browser-export-receipt.json").write_text('{"artefacts": [{"path": 3}, {"path": "a"}]}')
+    code, lines = verify(shard, capsys)
+    assert code == 1 and len(lines) == 1 and "unreadable receipt" in lines[0]
