@@ -416,3 +416,17 @@ def test_failure_while_staging_leaves_nothing(shards: list[Path], tmp_path: Path
     with pytest.raises(OSError, match="disk full"):
         assemble_dataset(tmp_path / "dataset", shards)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_global_index_is_rewritten_when_the_allocation_did_not_start_at_zero(tmp_path: Path):
+    capture = generate_capture(tmp_path / "capture", seconds=2, seed=41, camera="none", retries=0)
+    shard = export_shard(capture, tmp_path / "shards", episode_index=0, from_index=500).shard_dir
+    out = tmp_path / "dataset"
+    result = assemble_dataset(out, [shard])
+    assert not result.renumbered  # same episode index; only the global index moves
+    data = pq.read_table(out / "data/chunk-000/file-000.parquet")
+    assert data.column("index").to_pylist() == list(range(data.num_rows))
+    row = pq.read_table(out / "meta/episodes/chunk-000/file-000.parquet").to_pylist()[0]
+    assert (row["dataset_from_index"], row["dataset_to_index"]) == (0, data.num_rows)
+    assert (row["stats/index/min"], row["stats/index/max"]) == ([0.0], [data.num_rows - 1.0])
+    assert _json(out / "meta/stats.json")["index"]["max"] == [data.num_rows - 1.0]
