@@ -35,8 +35,7 @@ def small(tmp_path: Path, name: str = "capture", **options) -> Path:
 
 def journal(folder: Path) -> list[dict]:
     lines = (folder / "journal.ndjson").read_text(encoding="utf-8").splitlines()
-    return [json.loads(line, parse_constant=lambda name: pytest.fail(f"non-finite number {name}"))
-            for line in lines]
+    return [json.loads(line, parse_constant=lambda name: pytest.fail(f"non-finite number {name}")) for line in lines]
 
 
 def first_records(records: list[dict]) -> tuple[dict[int, dict], list[dict]]:
@@ -95,7 +94,8 @@ def test_journal_has_tracking_loss_pinches_gaps_missing_slots_and_replays(tmp_pa
 
     assert any(r["left"] is None for r in frames) and any(r["head"] is None for r in frames)
     assert any(r["right"] and None in r["right"]["joints"] for r in frames) or any(
-        r["left"] and None in r["left"]["joints"] for r in frames)
+        r["left"] and None in r["left"]["joints"] for r in frames
+    )
     assert sum(r["type"] == "gap" for r in slots.values()) >= 2
     retained = [s for s in segments if s["outcome"] != "retry"]
     inside = {slot for s in retained for slot in range(s["start_slot"], s["end_slot"])}
@@ -105,8 +105,11 @@ def test_journal_has_tracking_loss_pinches_gaps_missing_slots_and_replays(tmp_pa
     assert any(r["type"] == "segment" and n > 1 for r, n in ((json.loads(k), n) for k, n in counts.items()))
 
     for side in ("left", "right"):
-        distances = [math.dist(r[side]["joints"][THUMB_TIP][:3], r[side]["joints"][INDEX_TIP][:3])
-                     for r in frames if r[side] and r[side]["joints"][THUMB_TIP] and r[side]["joints"][INDEX_TIP]]
+        distances = [
+            math.dist(r[side]["joints"][THUMB_TIP][:3], r[side]["joints"][INDEX_TIP][:3])
+            for r in frames
+            if r[side] and r[side]["joints"][THUMB_TIP] and r[side]["joints"][INDEX_TIP]
+        ]
         assert min(distances) < 0.02 and max(distances) > 0.05, f"{side} thumb and index must pinch"
         wrists = {r["slot"]: r[side]["joints"][0][:3] for r in frames if r[side] and r[side]["joints"][0]}
         steps = [math.dist(wrists[s], wrists[s + 1]) for s in wrists if s + 1 in wrists]
@@ -119,8 +122,11 @@ def test_retries_come_before_a_successful_take(tmp_path, retries):
     retry_segments = [s for s in segments if s["outcome"] == "retry"]
     assert len(retry_segments) == retries
     for retry in retry_segments:
-        later = [s for s in segments if (s["cycle"], s["repetition"]) == (retry["cycle"], retry["repetition"])
-                 and s["take"] > retry["take"]]
+        later = [
+            s
+            for s in segments
+            if (s["cycle"], s["repetition"]) == (retry["cycle"], retry["repetition"]) and s["take"] > retry["take"]
+        ]
         assert later and later[-1]["outcome"] in ("success", "completed")
     assert len({s["task"] for s in segments}) >= 2
 
@@ -155,8 +161,13 @@ def test_unaligned_capture_has_idle_slots_and_a_late_camera(tmp_path):
 
 
 def test_manifest_fields(tmp_path):
-    study = {"headset_id": "HS-01", "demonstrator_id": "", "project_id": "P-7", "consent_date": "2026-05-01",
-             "consent_document_id": "CD-3"}
+    study = {
+        "headset_id": "HS-01",
+        "demonstrator_id": "",
+        "project_id": "P-7",
+        "consent_date": "2026-05-01",
+        "consent_document_id": "CD-3",
+    }
     folder = small(tmp_path, study=study, capture_id="cap-42")
     manifest = json.loads((folder / "capture.json").read_text())
     assert (manifest["schema"], manifest["version"], manifest["capture_id"]) == ("ceres-capture-source", 1, "cap-42")
@@ -169,8 +180,10 @@ def test_manifest_fields(tmp_path):
     availability = [v for k, v in manifest["capture_device"].items() if k != "user_agent"]
     availability += list(camera["characteristics"].values())
     assert {v["availability"] for v in availability} == {"known", "unknown", "unavailable"}
-    assert all(set(v) == ({"availability", "value"} if v["availability"] == "known" else {"availability"})
-               for v in availability)
+    assert all(
+        set(v) == ({"availability", "value"} if v["availability"] == "known" else {"availability"})
+        for v in availability
+    )
     assert manifest["calibration"]["model"] == "pinhole-radtan5"
     assert len(manifest["calibration"]["distortion"]) == 5
     spec = json.loads((folder / manifest["task_specification"]["path"]).read_text(encoding="utf-8"))
@@ -184,12 +197,15 @@ def test_manifest_fields(tmp_path):
     assert not (bare / "task-specification.json").exists()
 
 
-@pytest.mark.parametrize(("camera", "microphone", "media", "expected"), [
-    ("mp4", "track", "media/camera.mp4", [("video", "h264"), ("audio", "aac")]),
-    ("webm", "track", "media/camera.webm", [("video", "vp9"), ("audio", "opus")]),
-    ("webm", "none", None, None),
-    ("mp4", "file", "media/microphone.m4a", [("audio", "aac")]),
-])
+@pytest.mark.parametrize(
+    ("camera", "microphone", "media", "expected"),
+    [
+        ("mp4", "track", "media/camera.mp4", [("video", "h264"), ("audio", "aac")]),
+        ("webm", "track", "media/camera.webm", [("video", "vp9"), ("audio", "opus")]),
+        ("webm", "none", None, None),
+        ("mp4", "file", "media/microphone.m4a", [("audio", "aac")]),
+    ],
+)
 def test_camera_and_microphone_media(tmp_path, camera, microphone, media, expected):
     folder = small(tmp_path, camera=camera, microphone=microphone, seconds=2, retries=0)
     manifest = json.loads((folder / "capture.json").read_text())
@@ -206,16 +222,24 @@ def test_zip_output_holds_one_top_level_folder(tmp_path):
     assert archive == tmp_path / "zipped.zip" and not (tmp_path / "zipped").exists()
     with zipfile.ZipFile(archive) as bundle:
         names = set(bundle.namelist())
-        assert names == {"zipped/capture.json", "zipped/journal.ndjson", "zipped/task-specification.json",
-                         "zipped/media/camera.mp4", "zipped/media/microphone.m4a"}
+        assert names == {
+            "zipped/capture.json",
+            "zipped/journal.ndjson",
+            "zipped/task-specification.json",
+            "zipped/media/camera.mp4",
+            "zipped/media/microphone.m4a",
+        }
         manifest = json.loads(bundle.read("zipped/capture.json"))
     assert f"zipped/{manifest['camera']['media']}" in names
     assert [p.name for p in tmp_path.iterdir()] == ["zipped.zip"], "no staging folder is left behind"
 
 
 def digests(folder: Path) -> dict[str, str]:
-    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 def test_same_seed_gives_the_same_capture(tmp_path):
@@ -241,8 +265,9 @@ def test_refuses_bad_options_and_existing_output(tmp_path):
 def test_command_line(tmp_path, capsys):
     parser = argparse.ArgumentParser()
     add_arguments(parser)
-    args = parser.parse_args([str(tmp_path / "cli"), "--seconds", "2", "--camera", "none", "--retries", "2",
-                              "--unaligned", "--seed", "9"])
+    args = parser.parse_args(
+        [str(tmp_path / "cli"), "--seconds", "2", "--camera", "none", "--retries", "2", "--unaligned", "--seed", "9"]
+    )
     assert run(args) == 0
     assert capsys.readouterr().out.strip() == str(tmp_path / "cli")
     _, segments = first_records(journal(tmp_path / "cli"))
