@@ -397,3 +397,19 @@ def test_has_audio_stream(tmp_path):
     (tmp_path / "noise.m4a").write_bytes(b"\x00garbage" * 100)
     with pytest.raises(SourceError, match=r"noise\.m4a: not a readable media file"):
         has_audio_stream(tmp_path / "noise.m4a")
+
+
+@pytest.mark.parametrize(("offset", "method", "misaligned"), [(0.01, "remux", 0), (0.02, "range-aware", 1)])
+def test_half_a_slot_period_decides_alignment(tmp_path, offset, method, misaligned):
+    # The camera's first frame is `offset` seconds after slot 0; half a period at 30 Hz is 0.0167 s.
+    folder, manifest = capture(tmp_path, seconds=1, retries=0)
+    camera = folder / manifest["camera"]["media"]
+    probe = probe_camera(camera)
+    first = manifest["camera"]["first_frame_source_time"] + offset
+    slots = manifest["camera"]["first_frame_source_time"] + np.arange(probe.frame_count) / RATE
+
+    result = export_video(camera, probe, first, slots, True, RATE, tmp_path / "out.mp4")
+
+    assert (result.method, result.misaligned_rows) == (method, misaligned)
+    expected = list(range(slots.size)) if method == "remux" else [0, *range(slots.size - 1)]
+    assert [code for _, code in decoded(tmp_path / "out.mp4")] == expected
