@@ -6,14 +6,16 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 bash infra/venv.sh test
+# A DATABASE_URL or CELERY_BROKER_URL given by the caller wins over the defaults the scripts print.
+given_database=${DATABASE_URL:-}
+given_broker=${CELERY_BROKER_URL:-}
 set -a
 eval "$(bash infra/services.sh)"
 eval "$(bash infra/swift/start.sh)"
+eval "$(bash infra/browser.sh)"
 set +a
-bash infra/browser.sh
-
-export DATABASE_URL=${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/ceres}
-export CELERY_BROKER_URL=${CELERY_BROKER_URL:-redis://127.0.0.1:6379/0}
+export DATABASE_URL=${given_database:-$DATABASE_URL}
+export CELERY_BROKER_URL=${given_broker:-$CELERY_BROKER_URL}
 export CERES_STORAGE=s3
 export CERES_TEST_OUTPUT=${CERES_TEST_OUTPUT:-$PWD/test-output}
 CERES_DATA_DIR=$(mktemp -d)
