@@ -9,10 +9,13 @@ bash infra/venv.sh test
 # A DATABASE_URL or CELERY_BROKER_URL given by the caller wins over the defaults the scripts print.
 given_database=${DATABASE_URL:-}
 given_broker=${CELERY_BROKER_URL:-}
+services_env=$(bash infra/services.sh)
+s3_env=$(bash infra/swift/start.sh)
+browser_env=$(bash infra/browser.sh)
 set -a
-eval "$(bash infra/services.sh)"
-eval "$(bash infra/swift/start.sh)"
-eval "$(bash infra/browser.sh)"
+eval "$services_env"
+eval "$s3_env"
+eval "$browser_env"
 set +a
 export DATABASE_URL=${given_database:-$DATABASE_URL}
 export CELERY_BROKER_URL=${given_broker:-$CELERY_BROKER_URL}

@@ -2,7 +2,8 @@
 # shellcheck shell=bash
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-state=${CERES_SWIFT_DIR:-$repo/var/swift}
+# One gateway per machine (its ports are fixed), so its state is per machine too, outside any clone.
+state=${CERES_SWIFT_DIR:-${XDG_STATE_HOME:-$HOME/.local/state}/ceres-portal/swift}
 s3_port=${CERES_S3_PORT:-8085}
 etc=$state/etc
 devices=$state/srv

@@ -8,7 +8,7 @@
 # on stdout as KEY=VALUE lines (progress goes to stderr), e.g.
 #   set -a; eval "$(infra/swift/start.sh)"; set +a
 #
-# Environment: CERES_SWIFT_DIR (state folder, default var/swift in the repo), CERES_S3_PORT (proxy, 8085),
+# Environment: CERES_SWIFT_DIR (state folder, default ~/.local/state/ceres-portal/swift: one gateway per machine), CERES_S3_PORT (proxy, 8085),
 # CERES_PYTHON (a Python with boto3, default .venv/bin/python in the repo).
 set -euo pipefail
 
