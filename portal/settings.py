@@ -193,6 +193,8 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_ALWAYS_EAGER = env_bool("CERES_TASKS_EAGER", False)
+# Deployments (and tests) sharing one broker keep their tasks apart by queue name.
+CELERY_TASK_DEFAULT_QUEUE = env_str("CERES_TASK_QUEUE", "celery")
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
 CELERY_BEAT_SCHEDULE: dict = {
     "recordings-poll-inbox": {"task": "recordings.poll_inbox", "schedule": 60.0},

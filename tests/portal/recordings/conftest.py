@@ -3,21 +3,16 @@ and a private storage per test (local folders), or the S3 gateway when ``CERES_S
 
 from __future__ import annotations
 
-import base64
 import io
 import itertools
-import os
-import signal
-import subprocess
-import sys
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 from django.core.files.storage import storages
 from django_scopes import scope
+from pipeline_worker import Worker, worker_env
 
 from exporter.generate import generate_capture
 from portal.recordings import storage
@@ -125,64 +120,13 @@ def stored_objects():
     return list_objects
 
 
-@dataclass
-class Worker:
-    """A real ``celery worker`` process on its own Redis database and queue, against the test database."""
-
-    env: dict
-    queue: str
-    log: Path
-    process: subprocess.Popen | None = None
-
-    def start(self) -> None:
-        with self.log.open("ab") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "celery", "-A", "portal", "worker", "--pool", "solo", "-Q", self.queue,
-                 "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "INFO"],
-                cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-
-    def kill(self) -> None:
-        """SIGKILL, no warning: the message it was working on stays unacknowledged in the broker."""
-        if self.process and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(10)
-
-    def send(self, task, *args) -> None:
-        from portal.celery import app
-
-        with app.connection_for_write(self.env["CELERY_BROKER_URL"]) as connection:
-            task.apply_async(args=args, connection=connection, queue=self.queue)
-
-
-REPO = Path(__file__).resolve().parents[3]
-
 
 @pytest.fixture
 def worker(settings, tmp_path, unique_code):
-    """Start with ``worker.start()``; killed at the end of the test whatever happens."""
-    if not os.environ.get("DATABASE_URL", "").startswith("postgres"):
-        pytest.skip("needs PostgreSQL shared with a worker process: set DATABASE_URL=postgres://...")
-    broker = os.environ.get("CELERY_BROKER_URL", "")
-    if not broker.startswith("redis"):
-        pytest.skip("needs a Redis broker: set CELERY_BROKER_URL=redis://...")
-    from django.db import connection
-
-    database = urlsplit(os.environ["DATABASE_URL"])._replace(path="/" + connection.settings_dict["NAME"])
-    data_dir = tmp_path / "data"
-    env = {
-        **os.environ,
-        "DATABASE_URL": urlunsplit(database),
-        "CELERY_BROKER_URL": broker,
-        "CERES_DATA_DIR": str(data_dir),
-        "CERES_AUDIO_MASTER_KEY": base64.b64encode(settings.CERES_AUDIO_MASTER_KEY).decode(),
-        "CERES_EXPORT_LEASE_SECONDS": "3",
-        "CERES_TASK_VISIBILITY_TIMEOUT": "60",
-    }
-    if settings.STORAGE_BACKEND == "local":  # the worker must see this test's folders
-        settings.STORAGES = {**settings.STORAGES, **{
-            name: {"BACKEND": "django.core.files.storage.FileSystemStorage",
-                   "OPTIONS": {"location": str(data_dir / "storage" / name)}} for name in settings.STORAGE_NAMES}}
-    process = Worker(env=env, queue=f"ceres-test-{unique_code}", log=tmp_path / "worker.log")
+    """A real worker (``worker.start()``, ``worker.kill()``); killed at the end of the test whatever happens."""
+    env = worker_env(settings, tmp_path / "data", f"ceres-test-{unique_code}",
+                     CERES_EXPORT_LEASE_SECONDS="3", CERES_TASK_VISIBILITY_TIMEOUT="60")
+    process = Worker(env=env, log=tmp_path / "worker.log")
     try:
         yield process
     finally:
