@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,6 +24,7 @@ from exporter.rows import Rows, build_rows
 from exporter.source import STUDY_KEYS, Capture, check_study_block, open_source, parse_capture, read_capture
 from exporter.stats import STAT_NAMES, feature_stats
 from exporter.tasks import extend_tasks, write_tasks
+from exporter.video import VideoResult, export_video, video_stats
 
 CHUNKS_SIZE = 1000
 MAX_INDEX = 2**53  # episode and global frame indices stay exact in JSON readers that use doubles
@@ -155,6 +157,23 @@ def _video_dimensions(path: Path) -> tuple[int, int]:
         return stream.height, stream.width
 
 
+def _write_video(
+    capture: Capture, camera_path: Path, rows: Rows, mp4: Path
+) -> tuple[VideoResult, dict[str, list[Any]], tuple[int, int]]:
+    """The episode video, its statistics and its (height, width) as written."""
+    mp4.parent.mkdir(parents=True)
+    result = export_video(
+        camera_path,
+        capture.camera_probe,
+        capture.camera.first_frame_source_time,
+        rows.slot_time,
+        rows.consecutive,
+        capture.rate_hz,
+        mp4,
+    )
+    return result, video_stats(mp4), _video_dimensions(mp4)
+
+
 def _write(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
@@ -176,38 +195,30 @@ def _write_shard(
     name = _chunk_file(episode_index)
     warnings = list(capture.warnings)
     video = video_result = None
-    video_stats_: dict[str, list[Any]] | None = None
-    if capture.camera is not None:
-        from exporter.video import export_video, video_stats
-
-        video = video_key(capture.camera.selected)
-        mp4 = staging / "videos" / video / f"{name}.mp4"
-        mp4.parent.mkdir(parents=True)
-        video_result = export_video(
-            camera_path,
-            capture.camera_probe,
-            capture.camera.first_frame_source_time,
-            rows.slot_time,
-            rows.consecutive,
-            fps,
-            mp4,
-        )
-        if video_result.misaligned_rows:
-            warnings.append(f"{video_result.misaligned_rows} rows have no camera frame within half a slot period")
-        video_stats_ = video_stats(mp4)
-        height, width = _video_dimensions(mp4)
-
-    table = _data_table(rows, fps, episode_index, from_index)
-    data_path = staging / "data" / f"{name}.parquet"
-    data_path.parent.mkdir(parents=True)
-    pq.write_table(table, data_path, row_group_size=ROW_GROUP_ROWS)
-    pa.default_memory_pool().release_unused()
+    # The camera video (copy or encode, then decode a sample for its statistics) runs beside the data
+    # table: PyAV, pyarrow and numpy release the GIL for their heavy work, so the two overlap.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        video_job = None
+        if capture.camera is not None:
+            video = video_key(capture.camera.selected)
+            mp4 = staging / "videos" / video / f"{name}.mp4"
+            video_job = pool.submit(_write_video, capture, camera_path, rows, mp4)
+        table = _data_table(rows, fps, episode_index, from_index)
+        data_path = staging / "data" / f"{name}.parquet"
+        data_path.parent.mkdir(parents=True)
+        pq.write_table(table, data_path, row_group_size=ROW_GROUP_ROWS)
+        pa.default_memory_pool().release_unused()
+        data_stats = _data_stats(table)
+        del table
+        if video_job is not None:
+            video_result, video_stats_, (height, width) = video_job.result()
+    if video_result is not None and video_result.misaligned_rows:
+        warnings.append(f"{video_result.misaligned_rows} rows have no camera frame within half a slot period")
     stats: dict[str, dict[str, list[Any]]] = {}
-    for feature, values in _data_stats(table).items():
+    for feature, values in data_stats.items():
         stats[feature] = values
         if feature == "action" and video is not None:  # the video feature follows action (table order)
             stats[video] = video_stats_
-    del table
 
     episode_tasks = list(dict.fromkeys(s.segment.task for s in rows.segments))
     episodes = _episodes_table(
