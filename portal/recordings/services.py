@@ -114,26 +114,28 @@ def receive_upload(actor, study: Study, upload, *, name: str, via: str) -> Recor
 
 
 def ingest_received(recording: Recording) -> Recording:
-    """Task body: ingest an upload waiting in storage. Idempotent: only a ``received`` recording is processed."""
-    if recording.state != Recording.State.RECEIVED:
-        return recording
+    """Task body: ingest an upload waiting in storage. Idempotent: only a ``received`` recording is processed
+    (a delivery after a crash between ingest and clean-up only removes the upload)."""
+    if recording.state == Recording.State.RECEIVED:
+        _ingest_upload(recording)
+    if recording.incoming_name:
+        storage.captures().delete(recording.incoming_name)
+        Recording.objects.filter(pk=recording.pk).update(incoming_name="")
+        recording.incoming_name = ""
+    return recording
+
+
+def _ingest_upload(recording: Recording) -> None:
     with tempfile.TemporaryDirectory(prefix="ceres-ingest-") as scratch:
         local = Path(scratch) / recording.original_name
         try:
             storage.fetch(storage.captures(), recording.incoming_name, local, max_bytes=settings.CERES_MAX_SOURCE_BYTES)
         except ValueError as exc:
-            local = None
-            reason = str(exc)
-        if local is None:
             with transaction.atomic():
-                _set_state(recording.created_by, recording, Recording.State.REJECTED, reason=reason,
+                _set_state(recording.created_by, recording, Recording.State.REJECTED, reason=str(exc),
                            action="recording.rejected")
-        else:
-            _ingest_local(recording.created_by, recording, local)
-    storage.captures().delete(recording.incoming_name)
-    Recording.objects.filter(pk=recording.pk).update(incoming_name="")
-    recording.incoming_name = ""
-    return recording
+            return
+        _ingest_local(recording.created_by, recording, local)
 
 
 def ingest_path(actor, study: Study, source: Path, *, via: str = "command") -> Recording:

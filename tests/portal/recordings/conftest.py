@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import itertools
+import sys
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -12,11 +13,13 @@ from pathlib import Path
 import pytest
 from django.core.files.storage import storages
 from django_scopes import scope
-from pipeline_worker import Worker, worker_env
 
 from exporter.generate import generate_capture
 from portal.recordings import storage
 from portal.studies import services as registry
+
+sys.path.insert(0, str(Path(__file__).parent))
+from pipeline_worker import Worker, worker_env
 
 RECORDED_AT = datetime.now(UTC).replace(microsecond=0) - timedelta(days=3)
 _seeds = itertools.count(1)

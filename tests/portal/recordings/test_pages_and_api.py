@@ -105,3 +105,30 @@ def test_api_upload_list_and_recheck(client, reg, make_capture):
     assert client.get(f"/api/studies/{reg.study.code}/episodes/", headers=auth).json()["count"] == 0
     ethics = Token.objects.create(user=reg.ethics)
     assert client.post(base, {}, headers={"authorization": f"Token {ethics.key}"}).status_code == 403
+
+
+def test_redelivered_ingest_only_removes_the_upload(reg, make_capture, stored_objects):
+    with open(zipped(make_capture(reg.claims())), "rb") as stream, scope(study=reg.study):
+        recording = services.receive_upload(reg.coordinator, reg.study, stream, name="capture.zip", via="api")
+        incoming = recording.incoming_name
+        services.ingest_received(recording)
+        # A worker killed after the ingest but before the clean-up: the upload object is back, the task comes again.
+        from django.core.files.base import ContentFile
+        from django.core.files.storage import storages
+
+        storages["captures"].save(incoming, ContentFile(b"left over"))
+        Recording.objects.filter(pk=recording.pk).update(incoming_name=incoming)
+        recording.refresh_from_db()
+        services.ingest_received(recording)
+    recording.refresh_from_db()
+    assert recording.state == Recording.State.QUEUED and recording.incoming_name == ""
+    assert incoming not in stored_objects("captures", reg.study.code)
+
+
+def test_admin_lists_are_read_only(client, reg, make_capture, django_user_model):
+    with scope(study=reg.study):
+        services.ingest_path(reg.coordinator, reg.study, make_capture(reg.claims()))
+    client.force_login(django_user_model.objects.create_superuser("root", password="pw-" * 4))
+    for model in ("recording", "episode", "purgereceipt", "verification", "alert"):
+        assert client.get(reverse(f"admin:recordings_{model}_changelist")).status_code == 200
+    assert client.get(reverse("admin:recordings_recording_add")).status_code == 403
