@@ -2,11 +2,13 @@
 
     .venv/bin/python bench/export.py [--minutes 10] [--retry-minutes 1] [--work DIR]
 
+A capture already generated in ``--work`` (by an earlier run with the same arguments) is reused.
+
 1. Generates an aligned 30 Hz capture with a 1280x720 H.264 camera and exports it with
    ``python -m exporter export`` in a child process (so its peak RSS can be read with
    RUSAGE_CHILDREN).
 2. Measures the floor for the same capture: PyAV stream copy of the camera file, a pyarrow write of the
-   exported data table, and SHA-256 of those outputs.
+   exported data table (read before the clock starts), and SHA-256 of those outputs.
 3. Generates a capture with five retries and times its video export: smart cut (copy untouched GOPs,
    re-encode the cut ones) against a full re-encode of the kept frames.
 """
@@ -17,6 +19,7 @@ import argparse
 import hashlib
 import json
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -25,6 +28,7 @@ from pathlib import Path
 
 import av
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -62,9 +66,9 @@ def stream_copy(src: Path, dst: Path) -> None:
                 output.mux(packet)
 
 
-def floor(camera: Path, data_parquet: Path, work: Path) -> None:
+def floor(camera: Path, table: pa.Table, work: Path) -> None:
     stream_copy(camera, work / "floor.mp4")
-    pq.write_table(pq.read_table(data_parquet), work / "floor.parquet")
+    pq.write_table(table, work / "floor.parquet")
     for path in (work / "floor.mp4", work / "floor.parquet"):
         sha256(path)
 
@@ -94,6 +98,14 @@ def retained_slot_times(source: Path) -> np.ndarray:
     return first["t"] + (slots - first["slot"]) / RATE
 
 
+def generated(out_dir: Path, **options) -> Path:
+    """The capture in `out_dir`, generated unless an earlier run left it there."""
+    if (out_dir / "capture.json").is_file():
+        print(f"  reusing {out_dir}")
+        return out_dir
+    return generate_capture(out_dir, rate_hz=RATE, width=WIDTH, height=HEIGHT, **options)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minutes", type=float, default=10.0, help="length of the aligned capture")
@@ -107,10 +119,9 @@ def main() -> int:
     print(f"aligned capture: {args.minutes:g} min, {RATE} Hz, {WIDTH}x{HEIGHT} H.264")
     source, _ = timed(
         "generate",
-        lambda: generate_capture(
-            work / "aligned", seconds=args.minutes * 60, rate_hz=RATE, width=WIDTH, height=HEIGHT, retries=0, seed=1
-        ),
+        lambda: generated(work / "aligned", seconds=args.minutes * 60, retries=0, seed=1),
     )
+    shutil.rmtree(work / "shards", ignore_errors=True)
     command = [sys.executable, "-m", "exporter", "export", str(source), str(work / "shards")]
     completed, export_seconds = timed(
         "export (child process)",
@@ -123,9 +134,10 @@ def main() -> int:
     print(f"  {completed.stdout.strip()}")
     shard = work / "shards" / "episode-000000"
     rows = pq.read_metadata(shard / "data/chunk-000/file-000.parquet").num_rows
+    table = pq.read_table(shard / "data/chunk-000/file-000.parquet")
     _, floor_seconds = timed(
         "floor: stream copy + parquet write + SHA-256",
-        lambda: floor(source / "media/camera.mp4", shard / "data/chunk-000/file-000.parquet", work),
+        lambda: floor(source / "media/camera.mp4", table, work),
     )
     print(f"  seconds per recorded minute  {export_seconds / args.minutes:8.2f}")
     print(f"  rows per second              {rows / export_seconds:8.0f}")
@@ -135,15 +147,7 @@ def main() -> int:
     print(f"capture with five retries: {args.retry_minutes:g} min, same camera")
     retried, _ = timed(
         "generate",
-        lambda: generate_capture(
-            work / "retried",
-            seconds=args.retry_minutes * 60,
-            rate_hz=RATE,
-            width=WIDTH,
-            height=HEIGHT,
-            retries=5,
-            seed=2,
-        ),
+        lambda: generated(work / "retried", seconds=args.retry_minutes * 60, retries=5, seed=2),
     )
     camera = retried / "media/camera.mp4"
     manifest = json.loads((retried / "capture.json").read_text())
