@@ -29,12 +29,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from exporter.errors import AssemblyError
-from exporter.receipt import MEDIA_TYPES, verify_shard
+from exporter.receipt import RECEIPT, build_artefacts, file_digest, verify_artefacts, verify_shard
 from exporter.shard import rfc3339
 from exporter.stats import QUANTILES, feature_stats
 from exporter.tasks import read_tasks
 
-SHARD_RECEIPT = "ceres/browser-export-receipt.json"
 EPISODE_METADATA = "ceres/episode-metadata.json"
 TASK_SPECIFICATIONS = "ceres/task-specifications"
 ASSEMBLY = "ceres/assembly.json"
@@ -124,7 +123,7 @@ def assemble_dataset(out_dir: Path, shard_dirs: list[Path], *, created_at: datet
         _write_json(stage / ASSEMBLY, _assembly(shards, episodes, created))
         receipt = _dataset_receipt(stage, len(episodes), created)
         _write_json(stage / DATASET_RECEIPT, receipt)
-        receipt_sha256 = _digest(stage / DATASET_RECEIPT)[0]
+        receipt_sha256 = file_digest(stage / DATASET_RECEIPT)[0]
         if out_dir.exists():
             out_dir.rmdir()
         os.rename(stage, out_dir)
@@ -143,7 +142,7 @@ def assemble_dataset(out_dir: Path, shard_dirs: list[Path], *, created_at: datet
 
 def verify_dataset(dataset_dir: Path) -> list[str]:
     """Problems of an assembled dataset against ``ceres/dataset-receipt.json``; empty means intact."""
-    return _verify_artefacts(Path(dataset_dir), DATASET_RECEIPT)
+    return verify_artefacts(Path(dataset_dir), DATASET_RECEIPT)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -165,13 +164,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _read_shard(path: Path) -> _Shard:
-    if not (path / SHARD_RECEIPT).is_file():
-        raise AssemblyError("not an episode shard (no receipt)", path=str(path / SHARD_RECEIPT))
+    if not (path / RECEIPT).is_file():
+        raise AssemblyError("not an episode shard (no receipt)", path=str(path / RECEIPT))
     problems = verify_shard(path)
     if problems:
         more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
         raise AssemblyError(f"shard fails its receipt: {problems[0]}{more}", path=str(path))
-    receipt_bytes = (path / SHARD_RECEIPT).read_bytes()
+    receipt_bytes = (path / RECEIPT).read_bytes()
     receipt = json.loads(receipt_bytes)
     info = json.loads((path / "meta/info.json").read_text(encoding="utf-8"))
     index = receipt["episode_index"]
@@ -277,7 +276,7 @@ def _lay_over(stage: Path, shards: list[_Shard]) -> list[AssembledEpisode]:
             _copy(shard.path / shard.video_file(key), stage / target.video_file(key))
         moved = stage / f"ceres/episodes/episode-{new_index:06d}"
         _copy(shard.path / EPISODE_METADATA, moved / "episode-metadata.json")
-        _copy(shard.path / SHARD_RECEIPT, moved / "source-receipt.json")
+        _copy(shard.path / RECEIPT, moved / "source-receipt.json")
         _copy_task_specifications(shard, stage)
         episodes.append(AssembledEpisode(new_index, shard.episode_index, shard.episode_id, length))
         from_index += length
@@ -445,7 +444,7 @@ def _dataset_receipt(stage: Path, total_episodes: int, created: datetime) -> dic
         "version": 1,
         "created_at": rfc3339(created),
         "total_episodes": total_episodes,
-        "artefacts": _artefacts(stage, exclude=DATASET_RECEIPT),
+        "artefacts": build_artefacts(stage, exclude=DATASET_RECEIPT),
     }
 
 
@@ -457,46 +456,3 @@ def _copy(source: Path, target: Path) -> None:
 def _write_json(path: Path, value: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(value, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-
-
-def _files(root: Path) -> list[str]:
-    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() or p.is_symlink())
-
-
-def _digest(path: Path) -> tuple[str, int]:
-    digest = hashlib.sha256()
-    size = 0
-    with path.open("rb") as f:
-        while block := f.read(1 << 20):
-            digest.update(block)
-            size += len(block)
-    return digest.hexdigest(), size
-
-
-def _artefacts(root: Path, *, exclude: str) -> list[dict[str, Any]]:
-    """Receipt entries (shard.md section 9) for every file under ``root`` but ``exclude``, by path."""
-    artefacts = []
-    for name in _files(root):
-        if name == exclude:
-            continue
-        sha256, size = _digest(root / name)
-        artefacts.append({"path": name, "sha256": sha256, "bytes": size, "media_type": MEDIA_TYPES[Path(name).suffix]})
-    return artefacts
-
-
-def _verify_artefacts(root: Path, receipt_name: str) -> list[str]:
-    try:
-        artefacts = {a["path"]: a for a in json.loads((root / receipt_name).read_bytes())["artefacts"]}
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        return [f"{receipt_name}: unreadable receipt: {exc}"]
-    present = set(_files(root)) - {receipt_name}
-    problems = [f"{name}: extra file not in the receipt" for name in sorted(present - artefacts.keys())]
-    for name, artefact in sorted(artefacts.items()):
-        path = root / name
-        if name not in present:
-            problems.append(f"{name}: missing")
-        elif path.is_symlink() or not path.is_file():
-            problems.append(f"{name}: not a regular file")
-        elif _digest(path) != (artefact.get("sha256"), artefact.get("bytes")):
-            problems.append(f"{name}: SHA-256 or size does not match the receipt")
-    return problems

@@ -1,15 +1,25 @@
-"""The shard's integrity receipt (shard.md section 9) and its verification."""
+"""Integrity receipts (shard.md sections 9 and 10): the artefact list of a folder and its verification.
+
+One implementation serves the episode shard's ``ceres/browser-export-receipt.json`` and the assembled
+dataset's ``ceres/dataset-receipt.json``.
+"""
 
 import hashlib
 import json
+import os
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 RECEIPT = "ceres/browser-export-receipt.json"
 MEDIA_TYPES = {".parquet": "application/vnd.apache.parquet", ".json": "application/json", ".mp4": "video/mp4"}
+# hashlib releases the GIL while it digests, so a few threads hash the video and the data parquet at once.
+_HASH_THREADS = min(4, os.cpu_count() or 1)
 
 
-def _digest(path: Path) -> tuple[str, int]:
+def file_digest(path: Path) -> tuple[str, int]:
+    """SHA-256 (lowercase hex) and length in bytes of one file."""
     sha = hashlib.sha256()
     size = 0
     with path.open("rb") as stream:
@@ -19,23 +29,65 @@ def _digest(path: Path) -> tuple[str, int]:
     return sha.hexdigest(), size
 
 
-def _shard_files(shard_dir: Path) -> list[str]:
-    return sorted(p.relative_to(shard_dir).as_posix() for p in shard_dir.rglob("*") if p.is_file() or p.is_symlink())
+def _digests(root: Path, names: Iterable[str]) -> list[tuple[str, int]]:
+    with ThreadPoolExecutor(max_workers=_HASH_THREADS) as pool:
+        return list(pool.map(lambda name: file_digest(root / name), names))
+
+
+def folder_files(root: Path) -> list[str]:
+    """Relative ``/``-separated paths of every file (and symlink) under ``root``, sorted."""
+    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() or p.is_symlink())
+
+
+def build_artefacts(root: Path, *, exclude: str) -> list[dict[str, Any]]:
+    """Receipt entries for every file under ``root`` except ``exclude`` (the receipt itself), by path."""
+    names = [name for name in folder_files(root) if name != exclude]
+    return [
+        {"path": name, "sha256": sha256, "bytes": size, "media_type": MEDIA_TYPES[Path(name).suffix]}
+        for name, (sha256, size) in zip(names, _digests(root, names), strict=True)
+    ]
+
+
+def verify_artefacts(root: Path, receipt_name: str) -> list[str]:
+    """Problems found (empty when the files under ``root`` are exactly the receipt's artefacts, with
+    matching digests and sizes); ``receipt_name`` is the receipt's path relative to ``root``."""
+    root = Path(root)
+    try:
+        receipt: Any = json.loads((root / receipt_name).read_bytes())
+        artefacts = {a["path"]: a for a in receipt["artefacts"]}
+        if not all(isinstance(name, str) for name in artefacts):
+            raise TypeError("an artefact path is not a string")
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return [f"{receipt_name}: unreadable receipt: {exc}"]
+    present = set(folder_files(root)) - {receipt_name}
+    problems = [f"{name}: extra file not in the receipt" for name in sorted(present - artefacts.keys())]
+    regular = []
+    for name in sorted(artefacts):
+        path = root / name
+        if name not in present:
+            problems.append(f"{name}: missing")
+        elif path.is_symlink() or not path.is_file():
+            problems.append(f"{name}: not a regular file")
+        else:
+            regular.append(name)
+    for name, (sha256, size) in zip(regular, _digests(root, regular), strict=True):
+        artefact = artefacts[name]
+        if size != artefact.get("bytes"):
+            problems.append(f"{name}: {size} bytes, receipt says {artefact.get('bytes')}")
+        if sha256 != artefact.get("sha256"):
+            problems.append(f"{name}: SHA-256 {sha256} does not match the receipt")
+    return problems
 
 
 def write_receipt(shard_dir: Path, *, episode_id: str, episode_index: int, created_at: str) -> bytes:
-    """Write the receipt over every file of the shard; returns the receipt's bytes."""
-    artefacts = []
-    for name in _shard_files(shard_dir):
-        sha256, size = _digest(shard_dir / name)
-        artefacts.append({"path": name, "sha256": sha256, "bytes": size, "media_type": MEDIA_TYPES[Path(name).suffix]})
+    """Write the shard's receipt over every file of the shard; returns the receipt's bytes."""
     receipt = {
         "schema": "ceres-browser-export-receipt",
         "version": 1,
         "episode_id": episode_id,
         "episode_index": episode_index,
         "created_at": created_at,
-        "artefacts": artefacts,
+        "artefacts": build_artefacts(shard_dir, exclude=RECEIPT),
     }
     data = (json.dumps(receipt, indent=2, ensure_ascii=False) + "\n").encode()
     path = shard_dir / RECEIPT
@@ -45,29 +97,5 @@ def write_receipt(shard_dir: Path, *, episode_id: str, episode_index: int, creat
 
 
 def verify_shard(shard_dir: Path) -> list[str]:
-    """Problems found (empty when the files are exactly the receipt's artefacts, digests and sizes)."""
-    shard_dir = Path(shard_dir)
-    try:
-        receipt: Any = json.loads((shard_dir / RECEIPT).read_bytes())
-        artefacts = {a["path"]: a for a in receipt["artefacts"]}
-        if not all(isinstance(name, str) for name in artefacts):
-            raise TypeError("an artefact path is not a string")
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        return [f"{RECEIPT}: unreadable receipt: {exc}"]
-    problems = []
-    present = set(_shard_files(shard_dir)) - {RECEIPT}
-    for name in sorted(present - artefacts.keys()):
-        problems.append(f"{name}: extra file not in the receipt")
-    for name, artefact in sorted(artefacts.items()):
-        path = shard_dir / name
-        if name not in present:
-            problems.append(f"{name}: missing")
-        elif path.is_symlink() or not path.is_file():
-            problems.append(f"{name}: not a regular file")
-        else:
-            sha256, size = _digest(path)
-            if size != artefact.get("bytes"):
-                problems.append(f"{name}: {size} bytes, receipt says {artefact.get('bytes')}")
-            if sha256 != artefact.get("sha256"):
-                problems.append(f"{name}: SHA-256 {sha256} does not match the receipt")
-    return problems
+    """Problems of an episode shard against its receipt; empty means intact."""
+    return verify_artefacts(Path(shard_dir), RECEIPT)
