@@ -69,20 +69,6 @@ def test_list_filters_and_quarantine_recheck_page(client, reg, make_capture):
     assert b"Still quarantined" in response.content
 
 
-@pytest.mark.parametrize(("who", "expected"), [("coordinator", 200), ("ethics", 200), ("researcher", 403),
-                                               ("outsider", 403), ("anonymous", 302)])
-def test_page_permissions(client, reg, make_user, make_study, who, expected):
-    users = {"coordinator": reg.coordinator, "ethics": reg.ethics,
-             "researcher": make_user("r1", reg.study, ["researcher"]),
-             "outsider": make_user("o1", make_study("other"), ["coordinator"])}
-    if who in users:
-        client.force_login(users[who])
-    for name in ("recording-list", "episode-list"):
-        assert client.get(reverse(name, args=[reg.study.code])).status_code == expected
-    upload = client.post(reverse("recording-upload", args=[reg.study.code]), {})
-    assert upload.status_code == (302 if who in ("coordinator", "anonymous") else 403)
-
-
 def test_api_upload_list_and_recheck(client, reg, make_capture):
     token = Token.objects.create(user=reg.coordinator)
     auth = {"authorization": f"Token {token.key}"}

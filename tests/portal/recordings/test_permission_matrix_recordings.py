@@ -1,0 +1,102 @@
+"""Every recording page and API endpoint against every kind of caller, generated from the URL configuration:
+a pattern of a ``portal.recordings`` view without an entry in ``EXPECTED`` fails."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import URLPattern, URLResolver, get_resolver, reverse
+from django_scopes import scope
+
+from portal.recordings import services
+
+pytestmark = pytest.mark.django_db
+
+C, E = "coordinator", "ethics_officer"
+PERSONAS = ("coordinator", "ethics_officer", "researcher", "other_study", "anonymous")
+
+# name -> [(method, roles allowed, status for an allowed caller)]; POSTs carry an empty body.
+EXPECTED: dict[str, list[tuple[str, tuple[str, ...], int]]] = {
+    "recording-list": [("GET", (C, E), 200)],
+    "recording-upload": [("POST", (C,), 302)],
+    "episode-list": [("GET", (C, E), 200)],
+    "recording-detail": [("GET", (C, E), 200)],
+    "recording-status": [("GET", (C, E), 200)],
+    "recording-recheck": [("POST", (C,), 302)],
+    "recording-retry": [("POST", (C,), 302)],
+    "api-recording-list": [("GET", (C, E), 200), ("POST", (C,), 400)],
+    "api-recording-detail": [("GET", (C, E), 200)],
+    "api-recording-recheck": [("POST", (C,), 200)],
+    "api-recording-retry-export": [("POST", (C,), 400)],
+    "api-episode-list": [("GET", (C, E), 200)],
+    "api-episode-detail": [("GET", (C, E), 200)],
+}
+
+
+def _patterns() -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+
+    def walk(resolver: URLResolver, inherited: set[str]) -> None:
+        for entry in resolver.url_patterns:
+            names = inherited | set(entry.pattern.regex.groupindex)
+            if isinstance(entry, URLResolver):
+                walk(entry, names)
+            elif isinstance(entry, URLPattern) and "study_code" in names:
+                view = getattr(entry.callback, "cls", entry.callback)
+                if view.__module__.startswith("portal.recordings"):
+                    found[entry.name] = sorted(names - {"format"})
+
+    walk(get_resolver(), set())
+    return found
+
+
+PATTERNS = _patterns()
+
+
+def test_every_recording_url_has_an_expectation():
+    assert sorted(PATTERNS) == sorted(EXPECTED)
+
+
+@pytest.fixture
+def world(reg, make_capture, make_user, make_study):
+    with scope(study=reg.study):
+        quarantined = services.ingest_path(reg.coordinator, reg.study, make_capture(reg.claims(headset_id="HS-X")))
+        accepted = services.ingest_path(reg.coordinator, reg.study, make_capture(reg.claims()))
+        episode = services.allocate_episode(accepted)
+    other = make_study(f"{reg.study.code}-b")
+    return {
+        "study": reg.study,
+        "values": {"uid": quarantined.uid, "episode_index": episode.episode_index},
+        "users": {"coordinator": reg.coordinator, "ethics_officer": reg.ethics,
+                  "researcher": make_user(f"{reg.study.code}-r", reg.study, ["researcher"]),
+                  "other_study": make_user(f"{reg.study.code}-o", other, ["coordinator", "ethics_officer"]),
+                  "anonymous": None},
+    }
+
+
+@pytest.mark.parametrize("name", sorted(PATTERNS))
+def test_permission_matrix(client, world, name):
+    kwargs = {arg: world["study"].code if arg == "study_code" else world["values"][arg] for arg in PATTERNS[name]}
+    url = reverse(name, kwargs=kwargs)
+    for method, roles, status in EXPECTED[name]:
+        for persona in PERSONAS:
+            user = world["users"][persona]
+            if user is not None:
+                client.force_login(user)
+            response = client.generic(method, url)
+            where = f"{method} {url} as {persona}: {response.status_code}"
+            if persona == "anonymous":
+                assert response.status_code == (403 if url.startswith("/api/") else 302), where
+            elif persona in roles:
+                assert response.status_code == status, where
+            else:
+                assert response.status_code == 403, where
+            client.logout()
+
+
+def test_another_studys_recording_is_not_found_here(client, world, make_registry, make_capture):
+    other = make_registry(code=f"{world['study'].code}-c")
+    with scope(study=other.study):
+        foreign = services.ingest_path(other.coordinator, other.study, make_capture(other.claims()))
+    client.force_login(world["users"]["coordinator"])
+    assert client.get(reverse("recording-detail", args=[world["study"].code, foreign.uid])).status_code == 404
+    assert client.get(f"/api/studies/{world['study'].code}/recordings/{foreign.uid}/").status_code == 404
