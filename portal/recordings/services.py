@@ -58,7 +58,7 @@ _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 class PipelineError(Exception):
-    """A request the pipeline refuses (wrong state, unknown study); the message says why."""
+    """A request the pipeline refuses (an action in the wrong state); the message says why."""
 
 
 def _note(recording: Recording, message: str, level: str = "info") -> None:

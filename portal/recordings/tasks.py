@@ -12,7 +12,8 @@ from django_scopes import scope, scopes_disabled
 from portal.recordings import services, storage
 from portal.recordings.models import Episode, Recording
 
-RETRY = {"max_retries": 12, "retry_backoff": 2, "retry_backoff_max": 300, "retry_jitter": True}
+MAX_RETRIES = 12
+BACKOFF_SECONDS, BACKOFF_MAX_SECONDS = 2, 300
 
 
 def _load(model, pk: int):
@@ -23,17 +24,20 @@ def _load(model, pk: int):
 class PipelineTask(Task):
     acks_late = True
     reject_on_worker_lost = True
+    max_retries = MAX_RETRIES
 
     def _retry_transient(self, exc: BaseException, recording_id: int | None = None):
         if not storage.is_transient(exc):
+            if recording_id is not None:  # a bug, not bad input: show it instead of leaving the export "running"
+                services.fail_export(_load(Recording, recording_id), f"internal error: {exc!r}")
             raise exc
-        countdown = min(RETRY["retry_backoff_max"], RETRY["retry_backoff"] * 2 ** self.request.retries)
-        if recording_id is not None:
-            services.note_retry(recording_id, exc, countdown)
-        if self.request.retries >= RETRY["max_retries"]:
+        if self.request.retries >= MAX_RETRIES:
             if recording_id is not None:
                 services.fail_export(_load(Recording, recording_id), f"storage unavailable after retries: {exc}")
             raise exc
+        countdown = min(BACKOFF_MAX_SECONDS, BACKOFF_SECONDS * 2**self.request.retries)
+        if recording_id is not None:
+            services.note_retry(recording_id, exc, countdown)
         raise self.retry(exc=exc, countdown=countdown)
 
 

@@ -1,0 +1,64 @@
+"""The export task's error handling, run in-process (``apply``): storage errors retry, bugs fail visibly."""
+
+from __future__ import annotations
+
+import pytest
+from botocore.exceptions import EndpointConnectionError
+from django_scopes import scope
+
+from portal.recordings import services, tasks
+from portal.recordings.models import Recording
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def queued(reg, make_capture):
+    with scope(study=reg.study):
+        return services.ingest_path(reg.coordinator, reg.study, make_capture(reg.claims()))
+
+
+def test_storage_errors_are_retried_with_backoff_then_fail(queued, monkeypatch):
+    calls = []
+
+    def unreachable(recording_id):
+        calls.append(recording_id)
+        raise EndpointConnectionError(endpoint_url="http://s3.invalid")
+
+    monkeypatch.setattr(services, "export_recording", unreachable)
+    tasks.export_recording.apply(args=[queued.pk])
+    queued.refresh_from_db()
+    assert len(calls) == tasks.MAX_RETRIES + 1
+    assert queued.state == Recording.State.FAILED and "storage unavailable after retries" in queued.reason
+    with scope(study=queued.study):
+        retries = [m for m in queued.log.values_list("message", flat=True) if m.startswith("storage error")]
+    assert retries[:3] == [f"storage error, retrying in {s} s: Could not connect to the endpoint URL: "
+                           '"http://s3.invalid"' for s in (2, 4, 8)]
+    assert retries[-1].startswith("storage error, retrying in 300 s")
+
+
+def test_a_transient_error_then_success(queued, monkeypatch):
+    real = services.export_recording
+    attempts = []
+
+    def flaky(recording_id):
+        attempts.append(recording_id)
+        if len(attempts) == 1:
+            raise ConnectionRefusedError("gateway down")
+        return real(recording_id)
+
+    monkeypatch.setattr(services, "export_recording", flaky)
+    tasks.export_recording.apply(args=[queued.pk])
+    queued.refresh_from_db()
+    assert len(attempts) == 2 and queued.state == Recording.State.EXPORTED
+
+
+def test_an_unexpected_error_fails_the_export_visibly(queued, monkeypatch):
+    def broken(recording_id):
+        raise KeyError("rows")
+
+    monkeypatch.setattr(services, "export_recording", broken)
+    result = tasks.export_recording.apply(args=[queued.pk])
+    assert isinstance(result.result, KeyError)
+    queued.refresh_from_db()
+    assert queued.state == Recording.State.FAILED and queued.reason == "internal error: KeyError('rows')"
