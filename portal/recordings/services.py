@@ -502,6 +502,13 @@ def _publish_shard(recording: Recording, episode: Episode, shard_dir: Path) -> l
     return artefacts
 
 
+def fail_ingest(recording: Recording, reason: str) -> None:
+    with transaction.atomic():
+        recording.refresh_from_db()
+        if recording.state == Recording.State.RECEIVED:
+            _set_state(None, recording, Recording.State.REJECTED, reason=reason, action="recording.rejected")
+
+
 def fail_export(recording: Recording, reason: str) -> None:
     with transaction.atomic():
         recording.refresh_from_db()

@@ -6,6 +6,8 @@ leaves its message to be delivered again) and enqueued only from ``transaction.o
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from celery import Task, shared_task
 from django_scopes import scope, scopes_disabled
 
@@ -26,19 +28,20 @@ class PipelineTask(Task):
     reject_on_worker_lost = True
     max_retries = MAX_RETRIES
 
-    def _retry_transient(self, exc: BaseException, recording_id: int | None = None):
-        if not storage.is_transient(exc):
-            if recording_id is not None:  # a bug, not bad input: show it instead of leaving the export "running"
-                services.fail_export(_load(Recording, recording_id), f"internal error: {exc!r}")
-            raise exc
-        if self.request.retries >= MAX_RETRIES:
+    def _retry_transient(self, exc: BaseException, recording_id: int | None = None,
+                         give_up: Callable[[str], None] | None = None):
+        """Retry a transient storage error with backoff (noted on the recording's log); otherwise, or when the
+        retries run out, ``give_up`` records the reason on the recording, rather than leaving it "received" or
+        "running", and the error is raised."""
+        if storage.is_transient(exc) and self.request.retries < MAX_RETRIES:
+            countdown = min(BACKOFF_MAX_SECONDS, BACKOFF_SECONDS * 2**self.request.retries)
             if recording_id is not None:
-                services.fail_export(_load(Recording, recording_id), f"storage unavailable after retries: {exc}")
-            raise exc
-        countdown = min(BACKOFF_MAX_SECONDS, BACKOFF_SECONDS * 2**self.request.retries)
-        if recording_id is not None:
-            services.note_retry(recording_id, exc, countdown)
-        raise self.retry(exc=exc, countdown=countdown)
+                services.note_retry(recording_id, exc, countdown)
+            raise self.retry(exc=exc, countdown=countdown)
+        if give_up is not None:
+            give_up(f"storage unavailable after retries: {exc}" if storage.is_transient(exc)
+                    else f"internal error: {exc!r}")
+        raise exc
 
 
 @shared_task(bind=True, base=PipelineTask, name="recordings.ingest_recording")
@@ -50,7 +53,7 @@ def ingest_recording(self, recording_id: int) -> None:
         try:
             services.ingest_received(recording)
         except Exception as exc:
-            self._retry_transient(exc)
+            self._retry_transient(exc, recording_id, lambda reason: services.fail_ingest(recording, reason))
 
 
 @shared_task(bind=True, base=PipelineTask, name="recordings.export_recording")
@@ -64,7 +67,7 @@ def export_recording(self, recording_id: int) -> None:
         except services.ExportBusy as busy:
             raise self.retry(countdown=busy.seconds_left + 1, max_retries=None) from busy
         except Exception as exc:
-            self._retry_transient(exc, recording_id)
+            self._retry_transient(exc, recording_id, lambda reason: services.fail_export(recording, reason))
 
 
 @shared_task(bind=True, base=PipelineTask, name="recordings.verify_episode")

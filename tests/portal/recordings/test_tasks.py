@@ -62,3 +62,19 @@ def test_an_unexpected_error_fails_the_export_visibly(queued, monkeypatch):
     assert isinstance(result.result, KeyError)
     queued.refresh_from_db()
     assert queued.state == Recording.State.FAILED and queued.reason == "internal error: KeyError('rows')"
+
+
+def test_an_unexpected_ingest_error_rejects_the_upload_visibly(reg, monkeypatch):
+    import io
+
+    with scope(study=reg.study):
+        recording = services.receive_upload(reg.coordinator, reg.study, io.BytesIO(b"PK"), name="x.zip", via="api")
+
+    def broken(recording):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(services, "ingest_received", broken)
+    tasks.ingest_recording.apply(args=[recording.pk])
+    recording.refresh_from_db()
+    assert recording.state == Recording.State.REJECTED
+    assert recording.reason == "internal error: RuntimeError('disk on fire')"
