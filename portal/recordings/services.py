@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import shutil
 import tempfile
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
@@ -711,9 +712,7 @@ def _poll_folder_inbox(inbox: Path, min_age_seconds: float) -> list[Recording]:
 
 def _remove(path: Path) -> None:
     if path.is_dir() and not path.is_symlink():
-        for child in sorted(path.rglob("*"), key=lambda p: len(p.parts), reverse=True):
-            child.rmdir() if child.is_dir() and not child.is_symlink() else child.unlink()
-        path.rmdir()
+        shutil.rmtree(path)  # removes links inside without following them
     else:
         path.unlink()
 
@@ -730,10 +729,21 @@ def _poll_bucket_inbox() -> list[Recording]:
         if study is None:
             continue
         for name in storage.walk(captures, f"inbox/{code}/"):
-            with tempfile.TemporaryDirectory(prefix="ceres-inbox-") as scratch:
+            with tempfile.TemporaryDirectory(prefix="ceres-inbox-") as scratch, scope(study=study):
                 local = Path(scratch) / _safe_name(name)
-                storage.fetch(captures, name, local, max_bytes=settings.CERES_MAX_SOURCE_BYTES)
+                try:
+                    storage.fetch(captures, name, local, max_bytes=settings.CERES_MAX_SOURCE_BYTES)
+                except ValueError as exc:
+                    captures.delete(name)
+                    ingested.append(_reject_unread(study, local.name, str(exc)))
+                    continue
                 captures.delete(name)
-                with scope(study=study):
-                    ingested.append(ingest_path(None, study, local, via="inbox"))
+                ingested.append(ingest_path(None, study, local, via="inbox"))
     return ingested
+
+
+@transaction.atomic
+def _reject_unread(study: Study, name: str, reason: str) -> Recording:
+    recording = Recording.objects.create(study=study, via="inbox", original_name=name)
+    _set_state(None, recording, Recording.State.REJECTED, reason=reason, action="recording.rejected")
+    return recording

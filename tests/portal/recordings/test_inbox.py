@@ -44,3 +44,21 @@ def test_inbox_ingests_ready_entries_once(reg, make_capture, settings):
         assert Recording.objects.filter(via="inbox").count() == expected
     if settings.STORAGE_BACKEND == "local":
         assert sorted(p.name for p in inbox.iterdir() if not p.name.startswith(".")) == [fresh.name]
+
+
+def test_hostile_inbox_entries_are_rejected_and_removed(reg, settings, tmp_path):
+    settings.CERES_MAX_SOURCE_BYTES = 1024
+    if settings.STORAGE_BACKEND == "s3":
+        name = f"inbox/{reg.study.code}/big.zip"
+        storages["captures"].save(name, ContentFile(b"x" * 4096))
+        expected = "larger than the limit"
+    else:
+        inbox = Path(settings.CERES_INBOX_DIR) / reg.study.code
+        inbox.mkdir(parents=True)
+        (inbox / "link.zip").symlink_to(tmp_path)
+        os.utime(inbox / "link.zip", (0, 0), follow_symlinks=False)
+        expected = "may not be a symbolic link"
+    [recording] = services.poll_inbox(min_age_seconds=30)
+    assert recording.state == Recording.State.REJECTED and expected in recording.reason
+    assert services.poll_inbox(min_age_seconds=30) == []
+    assert tmp_path.exists()
