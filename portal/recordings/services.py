@@ -537,13 +537,15 @@ def verify_episode(episode: Episode) -> Verification:
     shards = storage.shards()
     problems = []
     receipt_name = episode.prefix + RECEIPT
+    receipt_sha, artefacts = None, {}
     try:
         receipt_sha, _ = storage.digest(shards, receipt_name)
         with shards.open(receipt_name, "rb") as stream:
             artefacts = {a["path"]: a for a in json.loads(stream.read())["artefacts"]}
     except FileNotFoundError:
-        receipt_sha, artefacts = None, {}
         problems.append(f"{RECEIPT}: missing")
+    except (ValueError, KeyError, TypeError) as exc:
+        problems.append(f"{RECEIPT}: unreadable ({exc!r})")
     if receipt_sha is not None and receipt_sha != episode.receipt_sha256:
         problems.append(f"{RECEIPT}: SHA-256 {receipt_sha} differs from the one recorded at export")
     present = {name[len(episode.prefix):] for name in storage.walk(shards, episode.prefix)} - {RECEIPT}

@@ -103,6 +103,22 @@ def test_tampered_shard_raises_an_alert(reg, make_capture):
         assert Alert.objects.filter(episode=episode, resolved_at__isnull=True).exists()
 
 
+def test_missing_or_garbled_receipt_is_a_mismatch(reg, make_capture):
+    recording = export(reg, accepted(reg, make_capture))
+    shards = storages["shards"]
+    with scope(study=reg.study):
+        episode = recording.episode
+        shards.delete(episode.prefix + RECEIPT)
+        shards.save(episode.prefix + RECEIPT, ContentFile(b"not json"))
+        garbled = services.verify_episode(episode)
+        shards.delete(episode.prefix + RECEIPT)
+        missing = services.verify_episode(episode)
+        assert Alert.objects.filter(episode=episode).count() == 2
+    assert any("unreadable" in p for p in garbled.problems)
+    assert f"{RECEIPT}: missing" in missing.problems
+    assert any("extra object not in the receipt" in p for p in missing.problems)
+
+
 def test_export_of_bad_media_fails_with_reason(reg, make_capture):
     recording = accepted(reg, make_capture)
     with scope(study=reg.study):
