@@ -227,7 +227,6 @@ def _describe(recording: Recording, capture: Capture) -> None:
 @dataclass
 class RegistryCheck:
     problems: list[str]
-    release: Any = None  # registry Coverage for episode release
     audio_consent: bool = False
 
 
@@ -259,9 +258,9 @@ def _registry_check(actor, recording: Recording) -> RegistryCheck:
             problems.append(str(exc))
     check = RegistryCheck(problems)
     if demonstrator is not None:
-        check.release = registry.consent_coverage(demonstrator, on, RELEASE)
-        if not check.release.covered:
-            problems.append(f"demonstrator {demonstrator.designator}: {check.release.reason}")
+        release = registry.consent_coverage(demonstrator, on, RELEASE)
+        if not release.covered:
+            problems.append(f"demonstrator {demonstrator.designator}: {release.reason}")
         check.audio_consent = registry.is_covered(demonstrator, on, AUDIO_RETENTION)
     recording.headset = headset
     recording.demonstrator = demonstrator
@@ -306,7 +305,8 @@ def _store_source(actor, recording: Recording, capture: Capture, root: Path, scr
         if audio_media and audio_media != (capture.camera.media if capture.camera else None):
             (root / audio_media).unlink()
         # The stored source is silent by construction: its manifest names no microphone media.
-        manifest["audio"]["media"] = None
+        if manifest.get("audio"):
+            manifest["audio"]["media"] = None
         (root / "capture.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
         read_capture(root)  # the silent source must still be a valid one
     files = []

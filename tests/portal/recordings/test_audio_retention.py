@@ -143,3 +143,16 @@ def test_retain_keeps_audio_until_consent_is_withdrawn(make_registry, make_captu
         assert recording.audio == Recording.Audio.PURGED
         assert PurgeReceipt.objects.get(recording=recording).rule == "consent withdrawn"
     assert not any(name.endswith(".enc") for name in stored_bytes(reg.study.code))
+
+
+def test_an_undeclared_audio_track_is_found_and_stripped(make_registry, make_capture):
+    reg = make_registry(audio_policy="discard")
+    source = make_capture(reg.claims(), microphone="track")
+    manifest = json.loads((source / "capture.json").read_text())
+    del manifest["audio"]
+    (source / "capture.json").write_text(json.dumps(manifest))
+    recording = ingest(reg, source)
+    assert recording.state == Recording.State.QUEUED and recording.audio == Recording.Audio.STRIPPED
+    objects = stored_bytes(reg.study.code)
+    assert stored_audio_streams(objects) == []
+    assert "audio" not in json.loads(objects[recording.prefix + "source/capture.json"])
