@@ -130,3 +130,13 @@ def test_export_of_bad_media_fails_with_reason(reg, make_capture):
     with scope(study=reg.study):
         services.retry_export(reg.coordinator, recording)
     assert recording.state == State.QUEUED
+
+
+def test_fixity_schedule_queues_every_exported_shard(reg, make_capture, sent_tasks):
+    exported = export(reg, accepted(reg, make_capture))
+    pending = accepted(reg, make_capture)
+    with scope(study=reg.study):
+        services.allocate_episode(pending)
+    sent_tasks.clear()
+    assert services.reverify_all() == 1
+    assert sent_tasks == [("recordings.verify_episode", (exported.episode.pk,))]

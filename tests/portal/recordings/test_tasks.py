@@ -78,3 +78,12 @@ def test_an_unexpected_ingest_error_rejects_the_upload_visibly(reg, monkeypatch)
     recording.refresh_from_db()
     assert recording.state == Recording.State.REJECTED
     assert recording.reason == "internal error: RuntimeError('disk on fire')"
+
+
+def test_beat_schedule_names_registered_tasks(settings):
+    from portal.celery import app
+
+    app.loader.import_default_modules()
+    names = {entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()}
+    assert {"recordings.poll_inbox", "recordings.purge_expired_audio", "recordings.reverify_shards"} <= names
+    assert names <= set(app.tasks)
