@@ -26,12 +26,17 @@ class Panel:
     role: str
     title: str
     items: list[Item] = field(default_factory=list)
+    empty_text: str = "Nothing to do here yet."
 
 
 _TITLES = {
     Role.COORDINATOR: "Coordination",
     Role.ETHICS_OFFICER: "Ethics review",
     Role.RESEARCHER: "Research data",
+}
+_EMPTY = {
+    Role.RESEARCHER: "No episodes of this study have been released to you yet. Released episodes appear here "
+                     "once ethics officers approve a release.",
 }
 _PROVIDERS: dict[str, list[Callable]] = {role: [] for role in Role.values}
 
@@ -48,6 +53,8 @@ def register(role: str) -> Callable[[Callable], Callable]:
 
 def build(role: str, study, user) -> Panel:
     panel = Panel(role=role, title=_TITLES.get(role, role))
+    if role in _EMPTY:
+        panel.empty_text = _EMPTY[role]
     for provider in _PROVIDERS.get(role, []):
         panel.items.extend(provider(study, user))
     return panel
