@@ -8,26 +8,15 @@ import json
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
 
-
-class AppendOnlyError(Exception):
-    """Audit events are never changed or removed."""
-
-
-class AuditEventQuerySet(models.QuerySet):
-    def update(self, **kwargs):
-        raise AppendOnlyError("audit events cannot be updated")
-
-    def delete(self):
-        raise AppendOnlyError("audit events cannot be deleted")
-
-    _raw_delete = delete
+from portal.core.append_only import AppendOnlyError as AppendOnlyError  # re-exported for callers
+from portal.core.append_only import AppendOnlyModel, AppendOnlyQuerySet
 
 
 def canonical_json(value) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, cls=DjangoJSONEncoder)
 
 
-class AuditEvent(models.Model):
+class AuditEvent(AppendOnlyModel):
     """One state change or access: who, what, when, which object, before and after.
 
     ``seq`` numbers the chain without gaps; ``prev_hash`` is the previous event's ``hash``;
@@ -49,21 +38,13 @@ class AuditEvent(models.Model):
     prev_hash = models.CharField(max_length=64, editable=False)
     hash = models.CharField(max_length=64, unique=True, editable=False)
 
-    objects = AuditEventQuerySet.as_manager()
+    objects = AppendOnlyQuerySet.as_manager()
 
     class Meta:
         ordering = ["seq"]
 
     def __str__(self) -> str:
         return f"#{self.seq} {self.action} {self.target_type}:{self.target_id} by {self.actor_label}"
-
-    def save(self, *args, **kwargs):
-        if not self._state.adding:
-            raise AppendOnlyError("audit events cannot be updated")
-        super().save(*args, **kwargs)
-
-    def delete(self, *args, **kwargs):
-        raise AppendOnlyError("audit events cannot be deleted")
 
     def canonical_payload(self) -> bytes:
         created = self.created_at.isoformat(timespec="microseconds")

@@ -12,6 +12,9 @@ from django.core.validators import MinValueValidator
 from django.db import models
 from django_scopes import ScopedManager
 
+from portal.core.append_only import AppendOnlyError as AppendOnlyError  # re-exported for callers
+from portal.core.append_only import AppendOnlyModel, AppendOnlyQuerySet
+
 
 class Study(models.Model):
     class Status(models.TextChoices):
@@ -154,22 +157,10 @@ class ConsentDocument(models.Model):
         return self.accepted_at is not None
 
 
-class AppendOnlyError(Exception):
-    """Consent events are never changed or removed; a withdrawal is a new event."""
-
-
-class ConsentEventQuerySet(models.QuerySet):
-    def update(self, **kwargs):
-        raise AppendOnlyError("consent events cannot be updated")
-
-    def delete(self):
-        raise AppendOnlyError("consent events cannot be deleted")
-
-    _raw_delete = delete
-
-
-class ConsentEvent(models.Model):
+class ConsentEvent(AppendOnlyModel):
     """One append-only consent event: consent given (document, date, scopes) or withdrawn (date, reason)."""
+
+    append_only_hint = "; record a new event (a withdrawal) instead"
 
     class Kind(models.TextChoices):
         GIVEN = "given", "Consent given"
@@ -190,7 +181,7 @@ class ConsentEvent(models.Model):
     recorded_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     recorded_at = models.DateTimeField(auto_now_add=True)
 
-    objects = ScopedManager(study="study", _manager_class=models.Manager.from_queryset(ConsentEventQuerySet))
+    objects = ScopedManager(study="study", _manager_class=models.Manager.from_queryset(AppendOnlyQuerySet))
 
     class Meta:
         ordering = ["event_date", "recorded_at", "pk"]
@@ -205,10 +196,3 @@ class ConsentEvent(models.Model):
     def __str__(self) -> str:
         return f"{self.demonstrator} {self.kind} on {self.event_date}"
 
-    def save(self, *args, **kwargs):
-        if not self._state.adding:
-            raise AppendOnlyError("consent events cannot be updated; record a new event instead")
-        super().save(*args, **kwargs)
-
-    def delete(self, *args, **kwargs):
-        raise AppendOnlyError("consent events cannot be deleted; record a withdrawal instead")
