@@ -4,10 +4,11 @@ a pattern of a ``portal.recordings`` view without an entry in ``EXPECTED`` fails
 from __future__ import annotations
 
 import pytest
-from django.urls import URLPattern, URLResolver, get_resolver, reverse
+from django.urls import reverse
 from django_scopes import scope
 
 from portal.recordings import services
+from tests.portal.urlwalk import study_url_patterns
 
 pytestmark = pytest.mark.django_db
 
@@ -32,24 +33,7 @@ EXPECTED: dict[str, list[tuple[str, tuple[str, ...], int]]] = {
 }
 
 
-def _patterns() -> dict[str, list[str]]:
-    found: dict[str, list[str]] = {}
-
-    def walk(resolver: URLResolver, inherited: set[str]) -> None:
-        for entry in resolver.url_patterns:
-            names = inherited | set(entry.pattern.regex.groupindex)
-            if isinstance(entry, URLResolver):
-                walk(entry, names)
-            elif isinstance(entry, URLPattern) and "study_code" in names:
-                view = getattr(entry.callback, "cls", entry.callback)
-                if view.__module__.startswith("portal.recordings"):
-                    found[entry.name] = sorted(names - {"format"})
-
-    walk(get_resolver(), set())
-    return found
-
-
-PATTERNS = _patterns()
+PATTERNS = study_url_patterns("portal.recordings")
 
 
 def test_every_recording_url_has_an_expectation():

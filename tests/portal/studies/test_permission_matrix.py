@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from datetime import date
 
 import pytest
-from django.urls import URLPattern, URLResolver, get_resolver, reverse
+from django.urls import reverse
 
 from portal.studies.services import give_consent
+from tests.portal.urlwalk import study_url_patterns
 
 C, E, R = "coordinator", "ethics_officer", "researcher"
 PERSONAS = ("coordinator", "ethics_officer", "researcher", "other_study", "anonymous")
@@ -75,25 +76,7 @@ EXPECTED_POST_ON_LIST = {
 }
 
 
-def _study_patterns() -> dict[str, list[str]]:
-    """URL name -> argument names, for every pattern of a portal.studies view taking ``study_code``."""
-    found: dict[str, list[str]] = {}
-
-    def walk(resolver: URLResolver, inherited: set[str]) -> None:
-        for entry in resolver.url_patterns:
-            names = inherited | set(entry.pattern.regex.groupindex)
-            if isinstance(entry, URLResolver):
-                walk(entry, names)
-            elif isinstance(entry, URLPattern) and "study_code" in names:
-                view = getattr(entry.callback, "cls", entry.callback)
-                if view.__module__.startswith("portal.studies"):
-                    found[entry.name] = sorted(names - {"format"})
-
-    walk(get_resolver(), set())
-    return found
-
-
-STUDY_PATTERNS = _study_patterns()
+STUDY_PATTERNS = study_url_patterns("portal.studies")
 
 
 def test_every_registry_url_has_an_expectation():
