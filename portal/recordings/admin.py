@@ -2,18 +2,8 @@
 
 from django.contrib import admin
 
+from portal.core.admin import ReadOnlyAdmin
 from portal.recordings.models import Alert, Episode, PurgeReceipt, Recording, Verification
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(Recording)

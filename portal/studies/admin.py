@@ -2,6 +2,7 @@
 
 from django.contrib import admin, messages
 
+from portal.core.admin import ReadOnlyAdmin
 from portal.studies import services
 from portal.studies.models import ConsentDocument, ConsentEvent, DataUseAgreement, Demonstrator, Headset, Study
 
@@ -25,17 +26,6 @@ class StudyAdmin(admin.ModelAdmin):
             approvals_required=obj.approvals_required,
         )
         obj.pk = created.pk
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
 
     def has_delete_permission(self, request, obj=None):
         return False
