@@ -173,7 +173,7 @@ class _Reader:
             self.states.append_zeros()
             pinch = (0.0, 0.0)
         else:
-            values, pinch = _frame_state(record, lambda m: self.fail(number, m))
+            values, pinch = _frame_state(record, raw, lambda m: self.fail(number, m))
             self.states.append(values)
         self.slot_seen[slot] = (digest, number, offset)
         self.slots.append(slot)
@@ -333,7 +333,65 @@ def _numbers(values: Any, count: int, what: str, fail: Callable[[str], SourceErr
     return values
 
 
-def _frame_state(record: dict[str, Any], fail: Callable[[str], SourceError]) -> tuple[np.ndarray, tuple[float, float]]:
+def _frame_state(
+    record: dict[str, Any], raw: bytes, fail: Callable[[str], SourceError]
+) -> tuple[np.ndarray, tuple[float, float]]:
+    """The 410-value state and the two pinch distances of a frame record (``raw`` is its line)."""
+    # JSON booleans come only from the literals, so a line without them holds none, and the fast path's
+    # array('d') (which would take True as 1.0) sees ints and floats only.
+    if b"true" not in raw and b"false" not in raw:
+        state = _fast_frame_state(record)
+        if state is not None:
+            return state
+    return _checked_frame_state(record, fail)
+
+
+def _fast_frame_state(record: dict[str, Any]) -> tuple[np.ndarray, tuple[float, float]] | None:
+    """The state of a well-formed frame, checked and converted by a few C-level passes over all values.
+    None when anything (an untracked joint, a bad value) needs the joint-by-joint path, which also
+    names what is wrong; both give the same values."""
+    head = record.get("head")
+    if head is None:
+        values = [0.0] * HEAD_VALUES
+    elif type(head) is dict and _sized_list(head.get("p"), 3) and _sized_list(head.get("q"), 4):
+        values = [1.0, *head["p"], *head["q"]]
+    else:
+        return None
+    tips = []
+    for hand in (record.get("left"), record.get("right")):
+        if hand is None:
+            values += _UNTRACKED_HAND
+            tips.append(None)
+            continue
+        joints = hand.get("joints") if type(hand) is dict else None
+        if not (
+            _sized_list(joints, len(JOINTS))
+            and set(map(type, joints)) == _LIST_TYPE
+            and set(map(len, joints)) == _JOINT_LENGTH
+        ):
+            return None
+        values.append(1.0)
+        values += itertools.chain.from_iterable(joints)
+        tips.append((joints[THUMB_TIP][:3], joints[INDEX_TIP][:3]))
+    try:
+        numbers = array("d", values)  # TypeError for anything but a number
+    except (TypeError, OverflowError):
+        return None
+    pinch = tuple(0.0 if pair is None else math.dist(*pair) for pair in tips)
+    numbers.extend(pinch)
+    row = np.frombuffer(numbers, dtype=np.float64).astype(np.float32)
+    if not np.isfinite(row).all():
+        return None
+    return row[:STATE_DIM], pinch
+
+
+def _sized_list(value: Any, size: int) -> bool:
+    return type(value) is list and len(value) == size
+
+
+def _checked_frame_state(
+    record: dict[str, Any], fail: Callable[[str], SourceError]
+) -> tuple[np.ndarray, tuple[float, float]]:
     values: list[float] = []
     head = record.get("head")
     if head is None:
@@ -367,24 +425,12 @@ def _hand_state(hand: Any, key: str, fail: Callable[[str], SourceError]) -> tupl
     joints = hand.get("joints") if isinstance(hand, dict) else None
     if type(joints) is not list or len(joints) != len(JOINTS):
         raise fail(f"'{key}.joints' must be an array of {len(JOINTS)} joints")
-    # Fast path for a fully tracked hand: the checks run over all 200 values at C speed. Anything
-    # else (an untracked joint, or an error to name) takes the joint-by-joint path below.
-    if set(map(type, joints)) == _LIST_TYPE and set(map(len, joints)) == _JOINT_LENGTH:
-        values = [1.0, *itertools.chain.from_iterable(joints)]
-        if not set(map(type, values)) <= _NUMBER_TYPES:
-            values = _joint_values(joints, key, fail)
-    else:
-        values = _joint_values(joints, key, fail)
-    thumb, index = joints[THUMB_TIP], joints[INDEX_TIP]
-    distance = 0.0 if thumb is None or index is None else math.dist(thumb[:3], index[:3])
-    return values, distance
-
-
-def _joint_values(joints: list[Any], key: str, fail: Callable[[str], SourceError]) -> list[float]:
     values = [1.0]
     for i, joint in enumerate(joints):
         if joint is None:
             values += _UNTRACKED_JOINT
         else:
             values += _numbers(joint, JOINT_VALUES, f"{key}.joints[{i}]", fail)
-    return values
+    thumb, index = joints[THUMB_TIP], joints[INDEX_TIP]
+    distance = 0.0 if thumb is None or index is None else math.dist(thumb[:3], index[:3])
+    return values, distance

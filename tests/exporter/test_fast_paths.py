@@ -11,7 +11,7 @@ import exporter.shard
 from exporter.errors import SourceError
 from exporter.features import JOINT_VALUES, JOINTS
 from exporter.generate import generate_capture
-from exporter.journal import parse_journal
+from exporter.journal import _checked_frame_state, _fast_frame_state, parse_journal
 from exporter.receipt import RECEIPT, build_artefacts, verify_artefacts
 from exporter.shard import export_shard
 from tests.exporter.conftest import frame, hand, segment
@@ -50,6 +50,36 @@ def test_a_bad_joint_of_a_tracked_hand_is_named(tmp_path: Path, joint: int, valu
     bad["right"]["joints"][joint] = value
     with pytest.raises(SourceError, match=rf"journal.ndjson:2: right\.joints\[{joint}\]"):
         parsed(tmp_path, [frame(0), bad, segment(0, 2, "Wipe")])
+
+
+@pytest.mark.parametrize(
+    "value",
+    [0, -0.0, 1, 2**54 + 2**30 + 1, -(2**60), 3.4028234e38, 1e-45, 0.1, 123456.789, 1e308],
+)
+@pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")
+def test_fast_and_checked_frame_states_agree(value):
+    record = frame(3, head={"p": [value, 0.5, 1], "q": [0, 0, value, 1.0]})
+    record["left"]["joints"][4][:3] = [value, 2, -value]
+    record["right"]["joints"][9][7] = value
+    fast = _fast_frame_state(record)
+
+    def fail(message: str) -> SourceError:
+        return SourceError(message)
+
+    try:
+        checked = _checked_frame_state(record, fail)
+    except SourceError:
+        assert fast is None  # out of the float32 range: the checked path names the error
+        return
+    assert fast is not None
+    np.testing.assert_array_equal(fast[0], checked[0])
+    assert fast[1] == checked[1]
+
+
+def test_a_line_with_a_boolean_takes_the_checked_path(tmp_path: Path):
+    flagged = frame(1, note={"calibrated": True})
+    states = parsed(tmp_path, [frame(0), flagged, segment(0, 2, "Wipe")])
+    np.testing.assert_array_equal(states[1], parsed(tmp_path, [frame(0), frame(1), segment(0, 2, "Wipe")])[1])
 
 
 def test_a_video_failure_beside_the_data_table_fails_the_export_cleanly(tmp_path: Path, monkeypatch):
