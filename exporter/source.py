@@ -52,12 +52,41 @@ def _finite_number(value: Any) -> bool:
 # --- container ------------------------------------------------------------------------------------
 
 
-def _safe_relative(name: str) -> str:
-    """A member path as the spec allows it: relative, '/'-separated, no '..' (zip-slip)."""
-    path = PurePosixPath(name)
-    if name.startswith("/") or "\\" in name or re.match(r"[A-Za-z]:", name) or ".." in path.parts:
-        raise SourceError("unsafe path (absolute, '..' or '\\') rejected", path=name)
-    return str(path)
+def safe_member_name(name: str) -> str:
+    """A member path as the spec allows it: relative, '/'-separated, no '..' or empty part (zip-slip)."""
+    parts = name.rstrip("/").split("/")
+    if (not name or name.startswith("/") or "\\" in name or re.match(r"[A-Za-z]:", name)
+            or any(part in ("..", "") for part in parts)):
+        raise SourceError("unsafe path (absolute, '..', empty part, drive or '\\') rejected", path=name)
+    return str(PurePosixPath(name))
+
+
+def zip_member_name(info: zipfile.ZipInfo) -> str | None:
+    """The checked relative name of a ZIP entry, or None for a directory entry.
+
+    Links, device files, FIFOs and sockets are refused by the type bits the archive records.
+    """
+    name = safe_member_name(info.filename)
+    kind = stat.S_IFMT(info.external_attr >> 16)
+    if kind == stat.S_IFLNK:
+        raise SourceError("symbolic links are not allowed in a capture source", path=info.filename)
+    if kind not in (0, stat.S_IFREG, stat.S_IFDIR):
+        raise SourceError("device files, FIFOs and sockets are not allowed", path=info.filename)
+    if info.is_dir() or kind == stat.S_IFDIR:
+        return None
+    return name
+
+
+def folder_entry_is_file(path: Path, name: str) -> bool:
+    """True for a regular file, False for a folder; links and special files are refused."""
+    mode = path.lstat().st_mode
+    if stat.S_ISLNK(mode):
+        raise SourceError("symbolic links are not allowed in a capture source", path=name)
+    if stat.S_ISREG(mode):
+        return True
+    if stat.S_ISDIR(mode):
+        return False
+    raise SourceError("device files, FIFOs and sockets are not allowed", path=name)
 
 
 class Container:
@@ -83,13 +112,8 @@ class FolderContainer(Container):
             for entry in (*dirnames, *filenames):
                 full = Path(dirpath, entry)
                 name = full.relative_to(root).as_posix()
-                mode = full.lstat().st_mode
-                if stat.S_ISLNK(mode):
-                    raise SourceError("symbolic links are not allowed in a capture source", path=name)
-                if stat.S_ISREG(mode):
+                if folder_entry_is_file(full, name):
                     files.add(name)
-                elif not stat.S_ISDIR(mode):
-                    raise SourceError("device files, FIFOs and sockets are not allowed", path=name)
         self.files = frozenset(files)
 
     def open(self, name: str) -> IO[bytes]:
@@ -106,13 +130,8 @@ class ZipContainer(Container):
         self.scratch = scratch
         members: dict[str, zipfile.ZipInfo] = {}
         for info in archive.infolist():
-            name = _safe_relative(info.filename)
-            kind = stat.S_IFMT(info.external_attr >> 16)
-            if kind == stat.S_IFLNK:
-                raise SourceError("symbolic links are not allowed in a capture source", path=info.filename)
-            if kind not in (0, stat.S_IFREG, stat.S_IFDIR):
-                raise SourceError("device files, FIFOs and sockets are not allowed", path=info.filename)
-            if info.is_dir() or kind == stat.S_IFDIR:
+            name = zip_member_name(info)
+            if name is None:
                 continue
             if name in members:
                 raise SourceError("duplicate archive entry", path=info.filename)
@@ -294,7 +313,7 @@ class _Manifest:
 
     def media_path(self, value: str, key: str, files: frozenset[str]) -> str:
         try:
-            name = _safe_relative(value)
+            name = safe_member_name(value)
         except SourceError:
             raise self.fail(key, f"is not a safe relative path: {value!r}") from None
         if name not in files:

@@ -11,22 +11,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import stat
 import zipfile
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from exporter.errors import SourceError
-from exporter.source import MANIFEST
+from exporter.source import MANIFEST, folder_entry_is_file, zip_member_name
 
 CHUNK = 1 << 20
-
-
-def _member_path(name: str) -> PurePosixPath:
-    path = PurePosixPath(name)
-    if (not name or name.startswith("/") or "\\" in name or ":" in path.parts[0]
-            or any(part in ("..", "") for part in name.rstrip("/").split("/"))):
-        raise SourceError("unsafe path in archive (absolute, '..', drive or '\\')", path=name)
-    return path
 
 
 class _Budget:
@@ -66,16 +57,10 @@ def _extract_zip(archive_path: Path, dest: Path, budget: _Budget) -> None:
                 raise SourceError(f"declares {declared} bytes, more than the limit of {budget.max_bytes}",
                                   path=archive_path.name)
             for info in infos:
-                path = _member_path(info.filename)
-                kind = stat.S_IFMT(info.external_attr >> 16)
-                if kind == stat.S_IFLNK:
-                    raise SourceError("symbolic links are not allowed in a capture source", path=info.filename)
-                if kind not in (0, stat.S_IFREG, stat.S_IFDIR):
-                    raise SourceError("device files, FIFOs and sockets are not allowed", path=info.filename)
-                target = dest.joinpath(*path.parts)
-                if info.is_dir() or kind == stat.S_IFDIR:
-                    target.mkdir(parents=True, exist_ok=True)
+                name = zip_member_name(info)
+                if name is None:  # a folder entry: folders are made as files need them
                     continue
+                target = dest.joinpath(*name.split("/"))
                 if target.exists():
                     raise SourceError("duplicate archive entry", path=info.filename)
                 with archive.open(info) as member:
@@ -90,16 +75,11 @@ def _copy_folder(folder: Path, dest: Path, budget: _Budget) -> None:
             full = Path(dirpath, entry)
             name = full.relative_to(folder).as_posix()
             budget.entry(name)
-            mode = full.lstat().st_mode
-            if stat.S_ISLNK(mode):
-                raise SourceError("symbolic links are not allowed in a capture source", path=name)
-            if stat.S_ISDIR(mode):
-                dest.joinpath(name).mkdir(parents=True, exist_ok=True)
-            elif stat.S_ISREG(mode):
+            if folder_entry_is_file(full, name):
                 with full.open("rb") as stream:
                     _copy_stream(stream, dest / name, budget, name)
             else:
-                raise SourceError("device files, FIFOs and sockets are not allowed", path=name)
+                dest.joinpath(name).mkdir(parents=True, exist_ok=True)
 
 
 def unpack_source(source: Path, dest: Path, *, max_bytes: int, max_entries: int) -> Path:
