@@ -1,9 +1,10 @@
 """Streaming parse of ``journal.ndjson`` (capture-source.md section 3).
 
-The journal is read one line at a time. Per observed slot only compact numbers are kept: the
-410-value state in fixed-size float32 chunks, and slot, time, gap flag, line number and the two
-pinch distances in typed arrays. Replays are detected with a digest of each slot's canonical JSON;
-when digests differ the earlier line is read again by its byte offset and compared as Python values.
+The journal is read one line at a time, each line decoded by orjson when that gives the values
+json.loads gives. Per observed slot only compact numbers are kept: the 410-value state in fixed-size
+float32 chunks, and slot, time, gap flag, line number and the two pinch distances in typed arrays.
+Replays are detected with a digest of each slot's canonical JSON; when digests differ the earlier
+line is read again by its byte offset and compared as Python values.
 """
 
 import hashlib
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 import numpy as np
+import orjson
 
 from exporter.errors import SourceError
 from exporter.features import (
@@ -294,10 +296,27 @@ def _reject_constant(name: str) -> float:
 
 
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+# Byte classes for spotting an integer literal of 19 or more digits: a digit run after anything but
+# '.' (a fraction) or 'e' (an exponent). orjson turns integers beyond 64 bits into floats.
+_NUMBER_CLASSES = bytes(
+    ord("d") if chr(b) in "0123456789" else b if chr(b) in ".eE" else ord(" ") for b in range(256)
+)
+_LONG_INTEGER = b" " + b"d" * 19
 
 
 def _loads(raw: bytes) -> Any:
-    """``json.loads(raw, parse_constant=...)`` with one decoder for all lines instead of one per call."""
+    """The value ``json.loads(raw, parse_constant=...)`` gives, decoded by orjson when it can.
+
+    orjson gives the same Python values for everything it accepts except integers beyond 64 bits,
+    which are left to the standard library, as is every line orjson refuses (NaN, Infinity, 1e400,
+    lone surrogates, a byte order mark, UTF-16, invalid JSON): the standard library decides what is
+    an error and what the error says.
+    """
+    if _LONG_INTEGER not in (b" " + raw).translate(_NUMBER_CLASSES):
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            pass
     return _DECODER.decode(raw.decode(json.detect_encoding(raw), "surrogatepass"))
 
 
