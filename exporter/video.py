@@ -26,8 +26,8 @@ MUX_OPTIONS = {"movflags": "+faststart", "fflags": "+bitexact"}
 X264_PRESET = "veryfast"
 X264_CRF = "20"
 STATS_MAX_FRAMES = 100
+STATS_MIN_KEYFRAMES = 10  # fewer keyframes than this: sample all frames (short clips, long GOPs)
 STATS_TARGET_SIDE = 150
-STATS_SEEK_SECONDS = 2
 STATS_DOWNSAMPLE_THRESHOLD = 300
 QUANTILES = {"q01": 0.01, "q10": 0.10, "q50": 0.50, "q90": 0.90, "q99": 0.99}
 # x264 SEI option -> x264-params name, for the options that shape the SPS/PPS (smart cut).
@@ -545,10 +545,9 @@ def strip_audio(src: Path, dst: Path) -> None:
                 raise SourceError(f"cannot read the video stream ({exc})", path=str(src)) from exc
 
 
-def stats_sample_indices(frame_count: int) -> np.ndarray:
-    """Evenly spaced frame indices, first and last included, at most STATS_MAX_FRAMES of them."""
-    count = min(frame_count, STATS_MAX_FRAMES)
-    return np.unique(np.round(np.linspace(0, frame_count - 1, count)).astype(np.int64))
+def stats_sample_indices(count: int) -> np.ndarray:
+    """Evenly spaced indices into `count` items, first and last included, at most STATS_MAX_FRAMES."""
+    return np.unique(np.round(np.linspace(0, count - 1, min(count, STATS_MAX_FRAMES))).astype(np.int64))
 
 
 def _downsample(rgb: np.ndarray) -> np.ndarray:
@@ -560,29 +559,46 @@ def _downsample(rgb: np.ndarray) -> np.ndarray:
     return rgb[::step, ::step].copy()  # a copy, so the full-size frame is freed
 
 
-def _sampled_frames(mp4_path: Path) -> Iterator[np.ndarray]:
+def _sampled_frames(mp4_path: Path) -> list[np.ndarray]:
+    """The statistics sample, downsampled RGB: evenly spread keyframes, or evenly spread frames when
+    the video has few keyframes (docs/video.md states the rule)."""
     with _open_media(mp4_path) as container:
         stream = _video_stream(container, mp4_path)
-        display_pts = np.sort(np.fromiter((p.pts for p in _video_packets(container, stream, mp4_path)), dtype=np.int64))
-        targets = display_pts[stats_sample_indices(display_pts.size)]
+        packets = [(p.pts, p.is_keyframe) for p in _video_packets(container, stream, mp4_path)]
+    keyframe_pts = np.sort(np.array([pts for pts, key in packets if key], dtype=np.int64))
+    if keyframe_pts.size >= STATS_MIN_KEYFRAMES:
+        return _decoded_frames(mp4_path, keyframe_pts[stats_sample_indices(keyframe_pts.size)], keyframes_only=True)
+    display_pts = np.sort(np.array([pts for pts, _ in packets], dtype=np.int64))
+    return _decoded_frames(mp4_path, display_pts[stats_sample_indices(display_pts.size)], keyframes_only=False)
+
+
+def _decoded_frames(mp4_path: Path, targets: np.ndarray, *, keyframes_only: bool) -> list[np.ndarray]:
+    """The frames presented at `targets` (pts), downsampled RGB, in one pass over the file. With
+    `keyframes_only` just the target packets reach the decoder, which decodes key frames only."""
+    wanted = set(targets.tolist())
+    frames: list[np.ndarray] = []
+    with _open_media(mp4_path) as container:
+        stream = _video_stream(container, mp4_path)
         stream.thread_type = "AUTO"
-        frames = None
-        position = None  # pts of the last decoded frame
-        for target in targets:
-            # Seek only across a long stretch; nearby targets are reached by decoding forward.
-            if frames is None or (target - position) * stream.time_base > STATS_SEEK_SECONDS:
-                container.seek(int(target), backward=True, stream=stream)
-                frames = container.decode(stream)
-            for frame in frames:
-                position = frame.pts
-                if frame.pts >= target:
-                    yield _downsample(frame.to_ndarray(format="rgb24"))
-                    break
+        if keyframes_only:
+            stream.codec_context.skip_frame = "NONKEY"
+
+        def keep(decoded: list[av.VideoFrame]) -> None:
+            frames.extend(_downsample(f.to_ndarray(format="rgb24")) for f in decoded if f.pts in wanted)
+
+        try:
+            for packet in _data_packets(container, stream, mp4_path):
+                if not keyframes_only or packet.pts in wanted:
+                    keep(stream.decode(packet))
+            keep(stream.decode(None))
+        except av.FFmpegError as exc:
+            raise SourceError(f"video stream does not decode ({exc})", path=str(mp4_path)) from exc
+    return frames
 
 
 def video_stats(mp4_path: Path) -> dict[str, list]:
     """Per-channel RGB statistics in [0, 1] over a sample of decoded frames, each shaped (3, 1, 1)."""
-    frames = list(_sampled_frames(mp4_path))
+    frames = _sampled_frames(mp4_path)
     if not frames:
         raise SourceError("video has no frames to sample", path=str(mp4_path))
     names = ["min", "max", "mean", "std", *QUANTILES]

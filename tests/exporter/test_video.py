@@ -266,10 +266,12 @@ def test_strip_audio_of_webm(tmp_path):
     assert [bytes(p) for p in video_packets(tmp_path / "stripped.webm")] == [bytes(p) for p in video_packets(camera)]
 
 
-def solid_video(path: Path, colours: list[tuple[int, int, int]], size: tuple[int, int]) -> None:
+def solid_video(path: Path, colours: list[tuple[int, int, int]], size: tuple[int, int], keyint: int = 250) -> None:
+    """Lossless H.264, one solid colour per frame, a keyframe exactly every `keyint` frames."""
     width, height = size
     with av.open(str(path), "w") as output:
-        stream = output.add_stream("libx264", rate=RATE, options={"preset": "ultrafast", "qp": "0"})
+        options = {"preset": "ultrafast", "qp": "0", "x264-params": f"keyint={keyint}:min-keyint={keyint}:scenecut=0"}
+        stream = output.add_stream("libx264", rate=RATE, options=options)
         stream.width, stream.height, stream.pix_fmt = width, height, "yuv444p"
         for index, colour in enumerate(colours):
             frame = av.VideoFrame.from_ndarray(np.full((height, width, 3), colour, np.uint8), format="rgb24")
@@ -278,9 +280,35 @@ def solid_video(path: Path, colours: list[tuple[int, int, int]], size: tuple[int
         output.mux(stream.encode(None))
 
 
+def distinct_colours(count: int) -> list[tuple[int, int, int]]:
+    return [(i % 256, (7 * i) % 256, (255 - 3 * i) % 256) for i in range(count)]
+
+
+def decoded_rgb(path: Path) -> tuple[list[np.ndarray], list[bool]]:
+    """Every frame in display order, RGB, and whether it is a keyframe, by a plain full decode."""
+    with av.open(str(path)) as container:
+        frames = list(container.decode(video=0))
+    return [f.to_ndarray(format="rgb24") for f in frames], [f.key_frame for f in frames]
+
+
+def expected_stats(frames: list[np.ndarray]) -> dict[str, np.ndarray]:
+    values = np.stack(frames).reshape(-1, 3).astype(np.float64) / 255.0
+    stats = {"min": values.min(0), "max": values.max(0), "mean": values.mean(0), "std": values.std(0)}
+    for name, q in {"q01": 0.01, "q10": 0.10, "q50": 0.50, "q90": 0.90, "q99": 0.99}.items():
+        stats[name] = np.quantile(values, q, axis=0)
+    return stats
+
+
+def assert_stats_of(stats: dict[str, list], frames: list[np.ndarray]) -> None:
+    assert stats["count"] == [len(frames)]
+    for name, expected in expected_stats(frames).items():
+        np.testing.assert_allclose(np.ravel(stats[name]), expected, rtol=0, atol=1e-12, err_msg=name)
+
+
 def test_video_stats_per_channel_in_unit_range(tmp_path):
     path = tmp_path / "solid.mp4"
-    # 150 frames, 100 sampled evenly: frames 0..74 dark, 75..149 bright (a 50/50 split of the sample).
+    # 150 frames and one keyframe: every frame is decoded and 100 sampled evenly, frames 0..74 dark and
+    # 75..149 bright (a 50/50 split of the sample).
     solid_video(path, [(20, 100, 200)] * 75 + [(220, 160, 60)] * 75, (640, 360))
 
     stats = video_stats(path)
@@ -305,6 +333,25 @@ def test_video_stats_sample_every_frame_of_a_short_video(tmp_path):
     assert stats["count"] == [4]
     np.testing.assert_allclose(np.ravel(stats["mean"]), [0.5] * 3, atol=0.01)
     np.testing.assert_allclose(np.ravel(stats["q50"]), [0.5] * 3, atol=0.01)
+
+
+@pytest.mark.parametrize(
+    ("frame_count", "keyint", "sampled"),
+    [
+        (330, 3, "keyframes"),  # 110 keyframes: 100 of them, evenly spread
+        (100, 10, "keyframes"),  # 10 keyframes: all of them
+        (90, 10, "frames"),  # 9 keyframes: every frame decoded, all 90 sampled
+        (270, 30, "frames"),  # 9 keyframes: every frame decoded, 100 sampled evenly
+    ],
+)
+def test_video_stats_sample_evenly_spread_keyframes(tmp_path, frame_count: int, keyint: int, sampled: str):
+    path = tmp_path / "video.mp4"
+    solid_video(path, distinct_colours(frame_count), (32, 24), keyint=keyint)
+    frames, key = decoded_rgb(path)
+    assert sum(key) == -(-frame_count // keyint)
+    pool = [f for f, k in zip(frames, key, strict=True) if k] if sampled == "keyframes" else frames
+    ranks = np.round(np.linspace(0, len(pool) - 1, min(len(pool), 100))).astype(int)
+    assert_stats_of(video_stats(path), [pool[r] for r in ranks])
 
 
 def nal_types(packet: av.Packet) -> list[int]:
