@@ -25,6 +25,9 @@ MUX_OPTIONS = {"movflags": "+faststart", "fflags": "+bitexact"}
 # Range-aware encoder settings (docs/video.md explains them).
 X264_PRESET = "veryfast"
 X264_CRF = "20"
+# x264's macroblock-tree rate control makes output differ from run to run on identical input (seen
+# with one thread too); without it repeated exports are byte-identical.
+X264_REPEATABLE = "mbtree=0"
 STATS_MAX_FRAMES = 100
 STATS_MIN_KEYFRAMES = 10  # fewer keyframes than this: sample all frames (short clips, long GOPs)
 STATS_TARGET_SIDE = 150
@@ -350,7 +353,7 @@ def _cut_encoder(layout: _GopLayout, stream: av.video.stream.VideoStream, fps: i
     encoder.width, encoder.height, encoder.pix_fmt = stream.width, stream.height, "yuv420p"
     encoder.time_base, encoder.framerate = Fraction(1, fps), Fraction(fps)
     encoder.flags |= av.codec.context.Flags.global_header
-    encoder.options = {"preset": X264_PRESET, "crf": X264_CRF, "x264-params": ":".join(params)}
+    encoder.options = {"preset": X264_PRESET, "crf": X264_CRF, "x264-params": ":".join([*params, X264_REPEATABLE])}
     try:
         encoder.open()
     except av.FFmpegError:
@@ -496,7 +499,9 @@ def _add_h264_stream(
     output: av.container.OutputContainer, width: int, height: int, fps: int
 ) -> av.video.stream.VideoStream:
     encoder = output.add_stream(
-        "libx264", rate=fps, options={"preset": X264_PRESET, "crf": X264_CRF, "g": str(fps), "bf": "2"}
+        "libx264",
+        rate=fps,
+        options={"preset": X264_PRESET, "crf": X264_CRF, "g": str(fps), "bf": "2", "x264-params": X264_REPEATABLE},
     )
     # yuv420p needs even dimensions: an odd last row or column is cropped away.
     encoder.width = width - width % 2

@@ -121,6 +121,19 @@ def test_late_camera_is_reencoded_and_misaligned_rows_counted(tmp_path):
     assert [code for _, code in decoded(tmp_path / "out.mp4")] == expected.tolist()
 
 
+@pytest.mark.parametrize("smart_cut", [True, False])
+def test_reencoded_video_is_byte_identical_across_runs(tmp_path, smart_cut: bool):
+    folder, manifest = capture(tmp_path, seconds=30)
+    camera = folder / manifest["camera"]["media"]
+    probe = probe_camera(camera)
+    first = manifest["camera"]["first_frame_source_time"]
+    kept = np.r_[0:20, 37:200, 230:500, 530:740, 770:900]
+    outputs = [tmp_path / f"out-{run}.mp4" for run in range(3)]
+    for out in outputs:
+        export_video(camera, probe, first, first + kept / RATE, False, RATE, out, smart_cut=smart_cut)
+    assert len({out.read_bytes() for out in outputs}) == 1
+
+
 def test_removed_retry_ranges_keep_the_right_frames(tmp_path):
     folder, manifest = capture(tmp_path, retries=2)
     camera = folder / manifest["camera"]["media"]
