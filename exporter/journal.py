@@ -298,9 +298,7 @@ def _reject_constant(name: str) -> float:
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 # Byte classes for spotting an integer literal of 19 or more digits: a digit run after anything but
 # '.' (a fraction) or 'e' (an exponent). orjson turns integers beyond 64 bits into floats.
-_NUMBER_CLASSES = bytes(
-    ord("d") if chr(b) in "0123456789" else b if chr(b) in ".eE" else ord(" ") for b in range(256)
-)
+_NUMBER_CLASSES = bytes(ord("d") if chr(b) in "0123456789" else b if chr(b) in ".eE" else ord(" ") for b in range(256))
 _LONG_INTEGER = b" " + b"d" * 19
 
 
@@ -451,5 +449,8 @@ def _hand_state(hand: Any, key: str, fail: Callable[[str], SourceError]) -> tupl
         else:
             values += _numbers(joint, JOINT_VALUES, f"{key}.joints[{i}]", fail)
     thumb, index = joints[THUMB_TIP], joints[INDEX_TIP]
-    distance = 0.0 if thumb is None or index is None else math.dist(thumb[:3], index[:3])
+    try:
+        distance = 0.0 if thumb is None or index is None else math.dist(thumb[:3], index[:3])
+    except OverflowError:  # an integer too large for a float
+        raise fail("numbers must be finite and within the float32 range") from None
     return values, distance

@@ -179,6 +179,14 @@ def test_fast_and_checked_frame_states_agree(value):
     assert fast[1] == checked[1]
 
 
+@pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")
+def test_a_pinch_tip_beyond_the_float_range_is_named(tmp_path: Path):
+    bad = frame(1)
+    bad["left"]["joints"][4][0] = 10**400  # the thumb tip: too large even to measure the pinch
+    with pytest.raises(SourceError, match=r"journal\.ndjson:2: numbers must be finite and within the float32"):
+        parsed(tmp_path, [frame(0), bad, segment(0, 2, "Wipe")])
+
+
 def test_a_line_with_a_boolean_takes_the_checked_path(tmp_path: Path):
     flagged = frame(1, note={"calibrated": True})
     states = parsed(tmp_path, [frame(0), flagged, segment(0, 2, "Wipe")])
