@@ -96,3 +96,18 @@ def test_generate_subcommand_is_wired_into_the_cli(tmp_path: Path, capsys):
     capsys.readouterr()
     assert main(["export", str(target), str(tmp_path / "out")]) == 0
     assert capsys.readouterr().out.strip().endswith("video none")
+
+
+def test_video_statistics_of_a_long_shard_sample_its_keyframes(tmp_path: Path):
+    # a smart cut: copied GOPs have a keyframe every 2 s, re-encoded ones every second or sooner
+    source = generate_capture(tmp_path / "capture", seconds=30, width=64, height=48, retries=1)
+    shard = export_shard(source, tmp_path / "out").shard_dir
+    with av.open(str(shard / MP4)) as media:
+        keyframes = [f.to_ndarray(format="rgb24") for f in media.decode(video=0) if f.key_frame]
+    assert len(keyframes) >= 10
+    sampled = [keyframes[r] for r in np.round(np.linspace(0, len(keyframes) - 1, min(len(keyframes), 100))).astype(int)]
+    values = np.stack(sampled).reshape(-1, 3) / 255.0
+    stats = json.loads((shard / "meta" / "stats.json").read_text())[VIDEO]
+    assert stats["count"] == [len(sampled)]
+    np.testing.assert_allclose(np.ravel(stats["mean"]), values.mean(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(np.ravel(stats["q50"]), np.quantile(values, 0.5, axis=0), rtol=1e-12)
