@@ -10,7 +10,6 @@ import json
 import math
 import os
 import re
-import shutil
 import stat
 import tempfile
 import zipfile
@@ -26,6 +25,9 @@ from exporter.errors import SourceError
 from exporter.journal import DROPPED_KEYS, JOURNAL, Journal, parse_journal
 
 MANIFEST = "capture.json"
+# Bounds for unpacking one capture source: an hour of 4K camera and its journal fit comfortably.
+MAX_SOURCE_BYTES = 64 * 1024**3
+MAX_SOURCE_ENTRIES = 1000
 AVAILABILITIES = ("known", "unknown", "unavailable")
 CAMERA_FORMATS = {("mp4", "h264"), ("mp4", "hevc"), ("webm", "vp8"), ("webm", "vp9")}
 # PyAV demuxer name -> our container name, and the audio codecs a lone microphone file may hold.
@@ -123,60 +125,105 @@ class FolderContainer(Container):
         return self.root / name
 
 
-class ZipContainer(Container):
-    def __init__(self, archive: zipfile.ZipFile, label: str, scratch: Path):
-        self.archive = archive
-        self.label = label
-        self.scratch = scratch
-        members: dict[str, zipfile.ZipInfo] = {}
-        for info in archive.infolist():
-            name = zip_member_name(info)
-            if name is None:
-                continue
-            if name in members:
-                raise SourceError("duplicate archive entry", path=info.filename)
-            members[name] = info
-        prefix = self._root_prefix(members)
-        self.members = {name[len(prefix) :]: info for name, info in members.items()}
-        self.files = frozenset(self.members)
+class _Budget:
+    """What unpacking may still write: entries and bytes, counted as they come (an archive's directory can lie)."""
 
-    @staticmethod
-    def _root_prefix(members: dict[str, zipfile.ZipInfo]) -> str:
-        if MANIFEST in members:
-            return ""
-        tops = {name.split("/", 1)[0] for name in members}
-        if len(tops) == 1 and all("/" in name for name in members):
-            return f"{tops.pop()}/"
-        return ""  # no manifest where it may be; reported as a missing capture.json
+    def __init__(self, max_bytes: int, max_entries: int):
+        self.bytes_left = max_bytes
+        self.entries_left = max_entries
+        self.max_bytes = max_bytes
+        self.max_entries = max_entries
 
-    def open(self, name: str) -> IO[bytes]:
-        return self.archive.open(self.members[name])
+    def entry(self, name: str) -> None:
+        self.entries_left -= 1
+        if self.entries_left < 0:
+            raise SourceError(f"more than {self.max_entries} entries", path=name)
 
-    def local_path(self, name: str) -> Path:
-        target = self.scratch / name
-        if not target.exists():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with self.open(name) as member, target.open("wb") as out:
-                shutil.copyfileobj(member, out, 1 << 20)
-        return target
+    def spend(self, count: int, name: str) -> None:
+        self.bytes_left -= count
+        if self.bytes_left < 0:
+            raise SourceError(f"expands to more than {self.max_bytes} bytes", path=name)
+
+
+def _copy_stream(source, target: Path, budget: _Budget, name: str) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with target.open("xb") as out:
+        while block := source.read(1 << 20):
+            budget.spend(len(block), name)
+            out.write(block)
+
+
+def _extract_zip(archive_path: Path, dest: Path, budget: _Budget) -> None:
+    try:
+        with zipfile.ZipFile(archive_path) as archive:
+            infos = archive.infolist()
+            for info in infos:
+                budget.entry(info.filename)
+            declared = sum(info.file_size for info in infos)
+            if declared > budget.max_bytes:
+                raise SourceError(f"declares {declared} bytes, more than the limit of {budget.max_bytes}",
+                                  path=archive_path.name)
+            for info in infos:
+                name = zip_member_name(info)
+                if name is None:  # a folder entry: folders are made as files need them
+                    continue
+                target = dest.joinpath(*name.split("/"))
+                if target.exists():
+                    raise SourceError("duplicate archive entry", path=info.filename)
+                with archive.open(info) as member:
+                    _copy_stream(member, target, budget, info.filename)
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError, EOFError) as exc:
+        raise SourceError(f"unreadable ZIP archive: {exc}", path=archive_path.name) from None
+
+
+def _copy_folder(folder: Path, dest: Path, budget: _Budget) -> None:
+    for dirpath, dirnames, filenames in os.walk(folder):
+        for entry in sorted((*dirnames, *filenames)):
+            full = Path(dirpath, entry)
+            name = full.relative_to(folder).as_posix()
+            budget.entry(name)
+            if folder_entry_is_file(full, name):
+                with full.open("rb") as stream:
+                    _copy_stream(stream, dest / name, budget, name)
+            else:
+                dest.joinpath(name).mkdir(parents=True, exist_ok=True)
+
+
+def unpack_source(source: Path, dest: Path, *, max_bytes: int = MAX_SOURCE_BYTES,
+                  max_entries: int = MAX_SOURCE_ENTRIES) -> Path:
+    """Copy a capture source folder or ZIP into ``dest`` (new); returns the folder holding capture.json."""
+    budget = _Budget(max_bytes, max_entries)
+    dest.mkdir(parents=True)
+    if source.is_symlink():
+        raise SourceError("a capture source may not be a symbolic link", path=source.name)
+    if source.is_dir():
+        _copy_folder(source, dest, budget)
+    elif source.is_file() and source.stat().st_size == 0:
+        raise SourceError("empty file (0 bytes)", path=source.name)
+    elif source.is_file() and zipfile.is_zipfile(source):
+        _extract_zip(source, dest, budget)
+    else:
+        raise SourceError("not a capture source folder or ZIP archive", path=source.name)
+    if not (dest / MANIFEST).exists():
+        entries = list(dest.iterdir())
+        if len(entries) == 1 and entries[0].is_dir():
+            return entries[0]
+    return dest
 
 
 @contextlib.contextmanager
 def open_source(source: Path) -> Iterator[Container]:
-    """Open a capture source folder or ZIP archive; every path in it is checked first."""
+    """Open a capture source folder or ZIP archive; every path in it is checked first.
+
+    A ZIP is unpacked into a temporary folder through ``unpack_source`` (bounded, link-free), so there
+    is one way to read an archive and it cannot fill the disk.
+    """
     source = Path(source)
-    if source.is_dir():
+    if source.is_dir() and not source.is_symlink():
         yield FolderContainer(source)
         return
-    if not source.is_file() or not zipfile.is_zipfile(source):
-        raise SourceError("not a capture source folder or ZIP archive", path=str(source))
     with tempfile.TemporaryDirectory(prefix="ceres-source-") as scratch:
-        try:
-            with zipfile.ZipFile(source) as archive:
-                yield ZipContainer(archive, str(source), Path(scratch))
-        except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError) as exc:
-            # RuntimeError: encrypted member; NotImplementedError: unsupported compression
-            raise SourceError(f"unreadable ZIP archive: {exc}", path=str(source)) from None
+        yield FolderContainer(unpack_source(source, Path(scratch) / "source"))
 
 
 # --- capture.json -----------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ from django_scopes import scope, scopes_disabled
 from exporter.errors import SourceError
 from exporter.receipt import RECEIPT
 from exporter.shard import export_shard
-from exporter.source import Capture, read_capture
+from exporter.source import Capture, read_capture, unpack_source
 from exporter.tasks import extend_tasks
 from exporter.video import strip_audio
 from portal.audit.services import record
@@ -47,7 +47,7 @@ from portal.recordings.models import (
     StudyDataset,
     Verification,
 )
-from portal.recordings.sources import content_digest, source_files, unpack_source
+from portal.recordings.sources import content_digest, source_files
 from portal.studies import services as registry
 from portal.studies.models import ConsentEvent, Demonstrator, Study
 
