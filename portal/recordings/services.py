@@ -334,9 +334,10 @@ def _strip_rule(recording: Recording) -> str:
 
 def recheck(actor, recording: Recording) -> Recording:
     """Check a quarantined recording against the registry again (after the registry was fixed)."""
-    if recording.state != Recording.State.QUARANTINED:
-        raise PipelineError(f"only a quarantined recording can be re-checked; this one is {recording.state}")
     with transaction.atomic():
+        _lock_fresh(recording)
+        if recording.state != Recording.State.QUARANTINED:
+            raise PipelineError(f"only a quarantined recording can be re-checked; this one is {recording.state}")
         check = _registry_check(actor, recording)
         if check.problems:
             _set_state(actor, recording, Recording.State.QUARANTINED, reason="; ".join(check.problems),
@@ -350,10 +351,18 @@ def recheck(actor, recording: Recording) -> Recording:
     return recording
 
 
+def _lock_fresh(recording: Recording) -> None:
+    """Lock the recording's row and reload it, so a state check holds until the transaction ends
+    (two clicks, or the page and the API at once, act once)."""
+    Recording.objects.select_for_update(of=("self",)).only("pk").get(pk=recording.pk)
+    recording.refresh_from_db()
+
+
 def retry_export(actor, recording: Recording) -> Recording:
-    if recording.state != Recording.State.FAILED:
-        raise PipelineError(f"only a failed export can be retried; this one is {recording.state}")
     with transaction.atomic():
+        _lock_fresh(recording)
+        if recording.state != Recording.State.FAILED:
+            raise PipelineError(f"only a failed export can be retried; this one is {recording.state}")
         _set_state(actor, recording, Recording.State.QUEUED, action="recording.export_retried",
                    note="export queued again", progress=0, progress_note="")
         _enqueue_export(recording)

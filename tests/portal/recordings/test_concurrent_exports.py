@@ -105,3 +105,23 @@ def test_allocation_races_repeated(reg, round_number):
     assert [e.length for e in sorted(episodes, key=lambda e: e.recording_id)] == [r.summary["rows"]
                                                                                    for r in recordings]
     assert connection.vendor == "postgresql"
+
+
+def test_two_retries_at_once_queue_one_export(reg, make_capture):
+    from portal.audit.models import AuditEvent
+
+    with scope(study=reg.study):
+        recording = services.ingest_path(reg.coordinator, reg.study, make_capture(reg.claims(), seconds=1.0))
+        services.fail_export(recording, "export failed: simulated")
+    outcomes: list[str] = []
+
+    def retry():
+        try:
+            services.retry_export(reg.coordinator, Recording.objects.get(pk=recording.pk))
+            outcomes.append("queued")
+        except services.PipelineError as exc:
+            outcomes.append(str(exc))
+
+    run_at_once(reg.study, [retry, retry])
+    assert sorted(outcomes) == ["only a failed export can be retried; this one is queued", "queued"]
+    assert AuditEvent.objects.filter(action="recording.export_retried").count() == 1
