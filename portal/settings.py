@@ -192,7 +192,6 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
-CELERY_TASK_ALWAYS_EAGER = env_bool("CERES_TASKS_EAGER", False)
 # Deployments (and tests) sharing one broker keep their tasks apart by queue name.
 CELERY_TASK_DEFAULT_QUEUE = env_str("CERES_TASK_QUEUE", "celery")
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
@@ -235,9 +234,6 @@ if HTTPS:
     SECURE_HSTS_SECONDS = env_int("CERES_HSTS_SECONDS", 31536000, minimum=0)
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = True
-
-# --- domain ---------------------------------------------------------------------------------
-CERES_DEMO = env_bool("CERES_DEMO", False)
 
 
 def _audio_master_key() -> bytes:

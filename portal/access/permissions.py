@@ -80,7 +80,6 @@ def study_view(*roles: str) -> Callable:
             with scope(study=study):
                 return view(request, study, **kwargs)
 
-        wrapper.required_roles = roles
         return wrapper
 
     return decorator
