@@ -12,8 +12,10 @@ import os
 import re
 import stat
 import tempfile
+import unicodedata
 import zipfile
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import date, datetime
 from pathlib import Path, PurePosixPath
@@ -28,6 +30,10 @@ MANIFEST = "capture.json"
 # Bounds for unpacking one capture source: an hour of 4K camera and its journal fit comfortably.
 MAX_SOURCE_BYTES = 64 * 1024**3
 MAX_SOURCE_ENTRIES = 1000
+# Member paths: the spec's layout is two levels deep (plus one top-level folder in a ZIP); 255 bytes is the
+# longest file name Linux and the usual object stores accept.
+MAX_MEMBER_DEPTH = 8
+MAX_NAME_BYTES = 255
 AVAILABILITIES = ("known", "unknown", "unavailable")
 CAMERA_FORMATS = {("mp4", "h264"), ("mp4", "hevc"), ("webm", "vp8"), ("webm", "vp9")}
 # PyAV demuxer name -> our container name, and the audio codecs a lone microphone file may hold.
@@ -55,12 +61,42 @@ def _finite_number(value: Any) -> bool:
 
 
 def safe_member_name(name: str) -> str:
-    """A member path as the spec allows it: relative, '/'-separated, no '..' or empty part (zip-slip)."""
+    """A member path as the spec allows it: relative, '/'-separated, no '..' or empty part (zip-slip),
+    no control character, no component longer than a file system allows, at most ``MAX_MEMBER_DEPTH``
+    folders deep."""
+    shown = _printable(name)
     parts = name.rstrip("/").split("/")
     if (not name or name.startswith("/") or "\\" in name or re.match(r"[A-Za-z]:", name)
             or any(part in ("..", "") for part in parts)):
-        raise SourceError("unsafe path (absolute, '..', empty part, drive or '\\') rejected", path=name)
+        raise SourceError("unsafe path (absolute, '..', empty part, drive or '\\') rejected", path=shown)
+    if any(unicodedata.category(char) == "Cc" for char in name):
+        raise SourceError("the path holds a control character", path=shown)
+    if len(parts) > MAX_MEMBER_DEPTH:
+        raise SourceError(f"the path is {len(parts)} levels deep; at most {MAX_MEMBER_DEPTH} are allowed",
+                          path=shown)
+    for part in parts:
+        if len(part.encode("utf-8", "surrogateescape")) > MAX_NAME_BYTES:
+            raise SourceError(f"a file or folder name is longer than {MAX_NAME_BYTES} bytes",
+                              path=_printable(part[:60]) + "…")
     return str(PurePosixPath(name))
+
+
+def _printable(name: str) -> str:
+    """A member name fit for an error message: control characters escaped, long names cut."""
+    shown = "".join(char if unicodedata.category(char) != "Cc" else repr(char)[1:-1] for char in name)
+    return shown if len(shown) <= 200 else shown[:200] + "…"
+
+
+def check_member_tree(names: Iterable[str]) -> None:
+    """Refuse a set of member files in which one path is also a folder of another (``a`` and ``a/b``):
+    they cannot both be unpacked."""
+    files = set(names)
+    for name in sorted(files):
+        parts = name.split("/")
+        for depth in range(1, len(parts)):
+            folder = "/".join(parts[:depth])
+            if folder in files:
+                raise SourceError(f"is both a file and the folder of {_printable(name)!r}", path=_printable(folder))
 
 
 def zip_member_name(info: zipfile.ZipInfo) -> str | None:
@@ -71,16 +107,17 @@ def zip_member_name(info: zipfile.ZipInfo) -> str | None:
     name = safe_member_name(info.filename)
     kind = stat.S_IFMT(info.external_attr >> 16)
     if kind == stat.S_IFLNK:
-        raise SourceError("symbolic links are not allowed in a capture source", path=info.filename)
+        raise SourceError("symbolic links are not allowed in a capture source", path=name)
     if kind not in (0, stat.S_IFREG, stat.S_IFDIR):
-        raise SourceError("device files, FIFOs and sockets are not allowed", path=info.filename)
+        raise SourceError("device files, FIFOs and sockets are not allowed", path=name)
     if info.is_dir() or kind == stat.S_IFDIR:
         return None
     return name
 
 
 def folder_entry_is_file(path: Path, name: str) -> bool:
-    """True for a regular file, False for a folder; links and special files are refused."""
+    """True for a regular file, False for a folder; links, special files and unsafe names are refused."""
+    safe_member_name(name)
     mode = path.lstat().st_mode
     if stat.S_ISLNK(mode):
         raise SourceError("symbolic links are not allowed in a capture source", path=name)
@@ -163,15 +200,15 @@ def _extract_zip(archive_path: Path, dest: Path, budget: _Budget) -> None:
             if declared > budget.max_bytes:
                 raise SourceError(f"declares {declared} bytes, more than the limit of {budget.max_bytes}",
                                   path=archive_path.name)
-            for info in infos:
-                name = zip_member_name(info)
-                if name is None:  # a folder entry: folders are made as files need them
-                    continue
-                target = dest.joinpath(*name.split("/"))
-                if target.exists():
-                    raise SourceError("duplicate archive entry", path=info.filename)
+            members = [(info, name) for info in infos if (name := zip_member_name(info)) is not None]
+            names = [name for _, name in members]  # folder entries are left out: folders are made as needed
+            repeated = [name for name, count in Counter(names).items() if count > 1]
+            if repeated:
+                raise SourceError("duplicate archive entry", path=_printable(repeated[0]))
+            check_member_tree(names)
+            for info, name in members:
                 with archive.open(info) as member:
-                    _copy_stream(member, target, budget, info.filename)
+                    _copy_stream(member, dest.joinpath(*name.split("/")), budget, name)
     except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError, EOFError) as exc:
         raise SourceError(f"unreadable ZIP archive: {exc}", path=archive_path.name) from None
 

@@ -61,6 +61,15 @@ def _symlink_folder(folder: Path, make_capture, claims) -> Path:
     (lambda tmp, mc, c: _zip_bomb(tmp / "bomb.zip", 64 << 20), "more than"),
     (lambda tmp, mc, c: _random_bytes(tmp / "random.zip"), "not a capture source folder or ZIP archive"),
     (lambda tmp, mc, c: _empty(tmp / "empty.zip"), "empty file (0 bytes)"),
+    (lambda tmp, mc, c: _zip(tmp / "file-and-folder.zip", {"capture.json": b"{}", "capture.json/x": b"x"}),
+     "capture.json: is both a file and the folder of 'capture.json/x'"),
+    (lambda tmp, mc, c: _zip(tmp / "prefix.zip", {"media": b"x", "media/camera.mp4": b"x"}),
+     "media: is both a file and the folder of 'media/camera.mp4'"),
+    (lambda tmp, mc, c: _zip(tmp / "long-name.zip", {"capture.json": b"{}", "m" * 300: b"x"}),
+     "a file or folder name is longer than 255 bytes"),
+    (lambda tmp, mc, c: _zip(tmp / "control.zip", {"capture.json": b"{}", "media/a\x07b": b"x"}),
+     "media/a\\x07b: the path holds a control character"),
+    (lambda tmp, mc, c: _zip(tmp / "deep.zip", {"/".join("d" * 12): b"x"}), "levels deep; at most 8 are allowed"),
 ])
 def test_hostile_source_is_rejected_and_contained(reg, make_capture, tmp_path, settings, stored_objects, build,
                                                   expected):
@@ -73,6 +82,7 @@ def test_hostile_source_is_rejected_and_contained(reg, make_capture, tmp_path, s
         recording = services.ingest_path(reg.coordinator, reg.study, source)
     assert recording.state == Recording.State.REJECTED
     assert expected in recording.reason
+    assert "internal error" not in recording.reason
     assert stored_objects("captures", reg.study.code) == []
     assert sorted(p for p in tmp_path.rglob("*") if "storage" not in p.parts) == before
     assert not Path("/tmp/escaped-abs.txt").exists()
