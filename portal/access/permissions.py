@@ -17,6 +17,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 from django_scopes import scope
+from rest_framework import exceptions
 from rest_framework.permissions import BasePermission
 
 from portal.access.models import Role, RoleGrant
@@ -96,7 +97,12 @@ class StudyRolePermission(BasePermission):
         if isinstance(required, dict):
             required = required.get(getattr(view, "action", None) or request.method.lower(), required.get("*", ()))
         view.study = study
-        view.study_roles = require_role(request.user, study, *required)
+        try:
+            view.study_roles = require_role(request.user, study, *required)
+        except PermissionDenied as denied:
+            # DRF's own exception: the browsable API's renderer asks this class whether to show a form for
+            # another method and expects an APIException when the answer is no.
+            raise exceptions.PermissionDenied(str(denied)) from None
         return True
 
 
@@ -111,4 +117,9 @@ class StudyScopedAPIMixin:
         # before any study data is read.
         study = Study.objects.filter(code=kwargs.get("study_code")).first()
         with scope(study=study):
-            return super().dispatch(request, *args, **kwargs)
+            response = super().dispatch(request, *args, **kwargs)
+            # Renderers read study data too (the browsable API's forms list related objects): render here,
+            # inside the scope, rather than after the view has returned.
+            if not getattr(response, "is_rendered", True):
+                response.render()
+            return response

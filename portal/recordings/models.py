@@ -109,6 +109,22 @@ class Recording(models.Model):
     def recorded_on(self):
         return self.recorded_at.date() if self.recorded_at else None
 
+    def _label(self, registered, claim: str) -> str:
+        if registered is not None:
+            return str(registered)
+        claimed = self.claims.get(claim) if isinstance(self.claims, dict) else None
+        return f"{claimed} (claimed, not registered)" if claimed else "—"
+
+    @property
+    def headset_label(self) -> str:
+        """The registered headset, else the one the source claims, else a dash (a rejected source has no claims)."""
+        return self._label(self.headset, "headset_id")
+
+    @property
+    def demonstrator_label(self) -> str:
+        """The registered demonstrator, else the designator the source claims, else a dash."""
+        return self._label(self.demonstrator, "demonstrator_id")
+
 
 class Episode(models.Model):
     """The episode a recording was allocated in its study dataset, and the shard written for it."""

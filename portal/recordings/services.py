@@ -380,7 +380,7 @@ class ExportBusy(Exception):
         self.seconds_left = seconds_left
 
 
-def _claim_export(recording_id: int) -> Recording | None:
+def claim_export(recording_id: int) -> Recording | None:
     """Take the export lease; None when there is nothing to do. A live lease of another attempt (or of a
     worker that was killed) raises ``ExportBusy``: the caller retries after it runs out."""
     with transaction.atomic():
@@ -451,7 +451,7 @@ def export_recording(recording_id: int) -> Recording | None:
     whatever an interrupted attempt left under its shard prefix. ``SourceError`` fails the recording;
     storage errors propagate so the task can retry (the recording stays ``running`` until its lease ends).
     """
-    recording = _claim_export(recording_id)
+    recording = claim_export(recording_id)
     if recording is None:
         return None
     try:

@@ -14,6 +14,8 @@ pytestmark = pytest.mark.django_db
 
 C, E = "coordinator", "ethics_officer"
 PERSONAS = ("coordinator", "ethics_officer", "researcher", "other_study", "anonymous")
+# A GET is asked for both as JSON and as HTML (what a browser sends: the API's browsable renderer).
+ACCEPTS = ("application/json", "text/html")
 
 # name -> [(method, roles allowed, status for an allowed caller)]; POSTs carry an empty body.
 EXPECTED: dict[str, list[tuple[str, tuple[str, ...], int]]] = {
@@ -61,13 +63,15 @@ def world(reg, make_capture, make_user, make_study):
 def test_permission_matrix(client, world, name):
     kwargs = {arg: world["study"].code if arg == "study_code" else world["values"][arg] for arg in PATTERNS[name]}
     url = reverse(name, kwargs=kwargs)
-    for method, roles, status in EXPECTED[name]:
+    checks = [(method, roles, status, accept) for method, roles, status in EXPECTED[name]
+              for accept in (ACCEPTS if method == "GET" else ("*/*",))]
+    for method, roles, status, accept in checks:
         for persona in PERSONAS:
             user = world["users"][persona]
             if user is not None:
                 client.force_login(user)
-            response = client.generic(method, url)
-            where = f"{method} {url} as {persona}: {response.status_code}"
+            response = client.generic(method, url, headers={"accept": accept})
+            where = f"{method} {url} ({accept}) as {persona}: {response.status_code}"
             if persona == "anonymous":
                 assert response.status_code == (403 if url.startswith("/api/") else 302), where
             elif persona in roles:

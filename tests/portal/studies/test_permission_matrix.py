@@ -18,6 +18,7 @@ from tests.portal.urlwalk import study_url_patterns
 
 C, E, R = "coordinator", "ethics_officer", "researcher"
 PERSONAS = ("coordinator", "ethics_officer", "researcher", "other_study", "anonymous")
+ACCEPTS = ("application/json", "text/html")
 
 
 @dataclass(frozen=True)
@@ -133,10 +134,16 @@ def _kwargs(name: str, arguments: list[str], world) -> dict:
 
 
 def _check(client, url: str, expect: Expect, persona: str, user) -> None:
+    # A GET is asked for both as JSON and as HTML (what a browser sends: the API's browsable renderer).
+    for accept in ACCEPTS if expect.method == "GET" else ("*/*",):
+        _check_one(client, url, expect, persona, user, accept)
+
+
+def _check_one(client, url: str, expect: Expect, persona: str, user, accept: str) -> None:
     if user is not None:
         client.force_login(user)
-    response = client.generic(expect.method, url + expect.query)
-    where = f"{expect.method} {url} as {persona}"
+    response = client.generic(expect.method, url + expect.query, headers={"accept": accept})
+    where = f"{expect.method} {url} ({accept}) as {persona}"
     is_api = url.startswith("/api/")
     if persona == "anonymous":
         if is_api:
