@@ -101,6 +101,13 @@ class RecordingViewSet(StudyScopedAPIMixin, mixins.ListModelMixin, mixins.Retrie
     def recheck(self, request, *args, **kwargs):
         return self._act(services.recheck)
 
+    @extend_schema(request=None, responses=RecordingSerializer,
+                   description="Register the demonstrator a quarantined recording names (a generated designator "
+                               "when it names none) and tie it to the recording.")
+    @action(detail=True, methods=["post"], url_path="register-demonstrator")
+    def register_demonstrator(self, request, *args, **kwargs):
+        return self._act(services.register_demonstrator)
+
     @extend_schema(request=None, responses=RecordingSerializer)
     @action(detail=True, methods=["post"], url_path="retry-export")
     def retry_export(self, request, *args, **kwargs):

@@ -49,7 +49,7 @@ from portal.recordings.models import (
 )
 from portal.recordings.sources import content_digest, source_files
 from portal.studies import services as registry
-from portal.studies.models import ConsentEvent, Demonstrator, Study
+from portal.studies.models import ConsentEvent, Demonstrator, Headset, Study
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,9 @@ def _note(recording: Recording, message: str, level: str = "info") -> None:
 
 def _snapshot(recording: Recording) -> dict[str, Any]:
     return {"state": recording.state, "reason": recording.reason, "audio": recording.audio,
-            "content_sha256": recording.content_sha256}
+            "content_sha256": recording.content_sha256,
+            "headset": str(recording.headset) if recording.headset_id else None,
+            "demonstrator": str(recording.demonstrator) if recording.demonstrator_id else None}
 
 
 def _set_state(actor, recording: Recording, state: str, *, reason: str = "", action: str,
@@ -163,7 +165,7 @@ def _ingest_local(actor, recording: Recording, source: Path) -> Recording:
         if _claim_digest(actor, recording, digest):
             return recording
         _describe(recording, capture)
-        check = _registry_check(actor, recording)
+        check = check_registry(recording)
         try:
             _store_source(actor, recording, capture, root, Path(scratch), keep_audio=_keeps_audio(recording, check))
         except SourceError as exc:
@@ -176,10 +178,10 @@ def _ingest_local(actor, recording: Recording, source: Path) -> Recording:
         with transaction.atomic():
             if check.problems:
                 _set_state(actor, recording, Recording.State.QUARANTINED, reason="; ".join(check.problems),
-                           action="recording.quarantined")
+                           action="recording.quarantined", **check.assignment())
             else:
                 _set_state(actor, recording, Recording.State.QUEUED, action="recording.accepted",
-                           note="accepted; export queued")
+                           note="accepted; export queued", **check.assignment())
                 _enqueue_export(recording)
     return recording
 
@@ -226,45 +228,52 @@ def _describe(recording: Recording, capture: Capture) -> None:
 
 @dataclass
 class RegistryCheck:
+    """What the registry says of a recording's claims; computing it writes nothing."""
+
     problems: list[str]
+    headset: Headset | None = None
+    demonstrator: Demonstrator | None = None
     audio_consent: bool = False
 
+    def assignment(self) -> dict[str, Any]:
+        """The registry entries found, as fields for the recording's next state change."""
+        return {"headset": self.headset, "demonstrator": self.demonstrator}
 
-def _registry_check(actor, recording: Recording) -> RegistryCheck:
-    """Check the recording's claims against the registry; assigns headset and demonstrator where known."""
+
+def check_registry(recording: Recording) -> RegistryCheck:
+    """Check the recording's claims against the registry (every problem is listed, not just the first).
+
+    A demonstrator a coordinator registered for this recording (``register_demonstrator``) stands for
+    the claimed designator.
+    """
     study = recording.study
     claims = recording.claims
     on: date = recording.recorded_on
-    problems = []
+    check = RegistryCheck(problems=[])
+    problems = check.problems
     if study.status != Study.Status.ACTIVE:
         problems.append(f"study {study.code} is {study.status}, not active: it accepts no recordings")
     if claims.get("project_id") and study.project_id and claims["project_id"] != study.project_id:
         problems.append(f"capture.json claims project {claims['project_id']!r}, "
                         f"but study {study.code} is project {study.project_id!r}")
-    headset = None
     if not claims.get("headset_id"):
         problems.append("capture.json has no study.headset_id")
     else:
         try:
-            headset = registry.headset_for_recording(study, claims["headset_id"], on)
+            check.headset = registry.headset_for_recording(study, claims["headset_id"], on)
         except registry.RegistryError as exc:
             problems.append(str(exc))
-    demonstrator = recording.demonstrator
-    if demonstrator is None:
+    check.demonstrator = recording.demonstrator
+    if check.demonstrator is None:
         try:
-            demonstrator = registry.demonstrator_for_recording(actor, study, claims.get("demonstrator_id") or "",
-                                                               headset)
+            check.demonstrator = registry.registered_demonstrator(study, claims.get("demonstrator_id") or "")
         except registry.RegistryError as exc:
             problems.append(str(exc))
-    check = RegistryCheck(problems)
-    if demonstrator is not None:
-        release = registry.consent_coverage(demonstrator, on, RELEASE)
+    if check.demonstrator is not None:
+        release = registry.consent_coverage(check.demonstrator, on, RELEASE)
         if not release.covered:
-            problems.append(f"demonstrator {demonstrator.designator}: {release.reason}")
-        check.audio_consent = registry.is_covered(demonstrator, on, AUDIO_RETENTION)
-    recording.headset = headset
-    recording.demonstrator = demonstrator
-    recording.save(update_fields=["headset", "demonstrator", "updated_at"])
+            problems.append(f"demonstrator {check.demonstrator.designator}: {release.reason}")
+        check.audio_consent = registry.is_covered(check.demonstrator, on, AUDIO_RETENTION)
     return check
 
 
@@ -338,17 +347,45 @@ def recheck(actor, recording: Recording) -> Recording:
         _lock_fresh(recording)
         if recording.state != Recording.State.QUARANTINED:
             raise PipelineError(f"only a quarantined recording can be re-checked; this one is {recording.state}")
-        check = _registry_check(actor, recording)
+        check = check_registry(recording)
         if check.problems:
             _set_state(actor, recording, Recording.State.QUARANTINED, reason="; ".join(check.problems),
-                       action="recording.rechecked", note="re-checked: still quarantined")
+                       action="recording.rechecked", note="re-checked: still quarantined", **check.assignment())
             return recording
         _set_state(actor, recording, Recording.State.QUEUED, action="recording.accepted",
-                   note="re-checked: accepted; export queued")
+                   note="re-checked: accepted; export queued", **check.assignment())
         _enqueue_export(recording)
     if recording.audio == Recording.Audio.ENCRYPTED and not _keeps_audio(recording, check):
         purge_audio(actor, recording, rule="consent does not cover raw-audio retention")
     return recording
+
+
+def register_demonstrator(actor, recording: Recording) -> Demonstrator:
+    """A coordinator's explicit action on a quarantined recording whose demonstrator is not registered:
+    register the designator it claims (or, when it claims none, a generated one with its headset's family
+    pair) and tie it to the recording. Consent still has to be recorded before a re-check accepts it."""
+    with transaction.atomic():
+        _lock_fresh(recording)
+        if recording.state != Recording.State.QUARANTINED:
+            raise PipelineError(f"only a quarantined recording needs a demonstrator registered; this one is "
+                                f"{recording.state}")
+        if recording.demonstrator is not None:
+            raise PipelineError(f"this recording already has demonstrator {recording.demonstrator}")
+        claimed_headset = recording.claims.get("headset_id")
+        if claimed_headset and recording.headset is None:
+            raise PipelineError(f"register headset {claimed_headset!r} and re-check first: the designator's family "
+                                f"pair comes from the headset")
+        claimed = registry.normalise_designator(recording.claims.get("demonstrator_id") or "")
+        try:
+            demonstrator = registry.create_demonstrator(actor, recording.study, designator=claimed,
+                                                        headset=recording.headset)
+        except registry.RegistryError as exc:
+            raise PipelineError(str(exc)) from None
+        _set_state(actor, recording, recording.state, reason=recording.reason,
+                   action="recording.demonstrator_registered", demonstrator=demonstrator,
+                   note=f"demonstrator {demonstrator} registered for this recording; record their consent, "
+                        f"then re-check")
+    return demonstrator
 
 
 def _lock_fresh(recording: Recording) -> None:

@@ -10,4 +10,5 @@ urlpatterns = [
     path("<uuid:uid>/status/", views.recording_status, name="recording-status"),
     path("<uuid:uid>/recheck/", views.recheck, name="recording-recheck"),
     path("<uuid:uid>/retry/", views.retry, name="recording-retry"),
+    path("<uuid:uid>/register-demonstrator/", views.register_demonstrator, name="recording-register-demonstrator"),
 ]

@@ -126,6 +126,20 @@ def recheck(request: HttpRequest, study, uid) -> HttpResponse:
 
 @require_POST
 @study_view(COORDINATOR)
+def register_demonstrator(request: HttpRequest, study, uid) -> HttpResponse:
+    recording = _recording(uid)
+    try:
+        demonstrator = services.register_demonstrator(request.user, recording)
+    except services.PipelineError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Demonstrator {demonstrator} registered for this recording. Record their "
+                                  f"consent, then re-check the recording.")
+    return redirect("recording-detail", study.code, recording.uid)
+
+
+@require_POST
+@study_view(COORDINATOR)
 def retry(request: HttpRequest, study, uid) -> HttpResponse:
     recording = _recording(uid)
     try:

@@ -418,11 +418,15 @@ def _create_generated(actor, study: Study, headset: Headset | None) -> Demonstra
     raise RegistryError("could not store a unique designator; try again")
 
 
-def demonstrator_for_recording(actor, study: Study, designator: str, headset: Headset | None) -> Demonstrator:
-    """The recording's demonstrator: a new one with a generated designator when blank, else a registered one."""
+def registered_demonstrator(study: Study, designator: str) -> Demonstrator:
+    """The study's demonstrator a recording names; RegistryError when the designator is blank or unknown.
+
+    A look-up only: ingest never creates a demonstrator (a coordinator does, see ``create_demonstrator``).
+    """
     typed = normalise_designator(designator)
     if not typed:
-        return create_demonstrator(actor, study, headset=headset)
+        raise RegistryError("capture.json names no demonstrator (a blank designator): register one for this "
+                            "recording, record their consent, then re-check")
     with study_scope(study=study):
         demonstrator = Demonstrator.objects.filter(designator=typed).first()
     if demonstrator is None:

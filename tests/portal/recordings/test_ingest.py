@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import shutil
-from datetime import UTC, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django_scopes import scope
 
+from exporter.designator import family_pair
+from portal.audit.models import AuditEvent
 from portal.recordings import services
 from portal.recordings.models import Recording
 from portal.studies import services as registry
+from portal.studies.models import Demonstrator
 
 pytestmark = pytest.mark.django_db
 
@@ -56,12 +59,46 @@ def test_registry_mismatch_is_quarantined_with_reason(reg, make_capture, claims,
     assert expected in recording.reason
 
 
-def test_blank_designator_gets_a_generated_demonstrator_then_needs_consent(reg, make_capture, stored_objects):
+def _demonstrators(reg) -> list[str]:
+    with scope(study=reg.study):
+        return sorted(Demonstrator.objects.values_list("designator", flat=True))
+
+
+def test_a_quarantined_or_rejected_source_creates_nothing_in_the_registry(reg, make_capture, tmp_path):
+    before = _demonstrators(reg)
+    blank = ingest(reg, make_capture(reg.claims(demonstrator_id="")))
+    assert blank.state == State.QUARANTINED and "names no demonstrator" in blank.reason
+    unknown = ingest(reg, make_capture(reg.claims(demonstrator_id="able-acorn-fox-oak", headset_id="HS-NEW")))
+    assert unknown.state == State.QUARANTINED
+    assert "'able-acorn-fox-oak' is not registered" in unknown.reason and "HS-NEW" in unknown.reason
+    broken = make_capture(reg.claims(demonstrator_id=""))
+    (broken / "journal.ndjson").write_text('{"type": "frame"}\n{"type": "frame"}\n')
+    assert ingest(reg, broken).state == State.REJECTED
+    assert _demonstrators(reg) == before
+    assert blank.demonstrator is None and unknown.demonstrator is None and unknown.headset is None
+
+
+def test_a_coordinator_registers_the_demonstrator_of_a_blank_designator_then_consent_then_recheck(reg, make_capture):
     recording = ingest(reg, make_capture(reg.claims(demonstrator_id="")))
-    assert recording.state == State.QUARANTINED
-    assert recording.demonstrator is not None and recording.demonstrator != reg.demonstrator
-    assert recording.demonstrator.designator.count("-") == 3
-    assert "no consent" in recording.reason
+    with scope(study=reg.study):
+        demonstrator = services.register_demonstrator(reg.coordinator, recording)
+        assert recording.demonstrator == demonstrator and recording.state == State.QUARANTINED
+        assert demonstrator.designator.startswith("-".join(family_pair(reg.headset.headset_id)) + "-")
+        with pytest.raises(services.PipelineError, match="already has demonstrator"):
+            services.register_demonstrator(reg.coordinator, recording)
+        services.recheck(reg.coordinator, recording)
+        assert recording.state == State.QUARANTINED and "no consent" in recording.reason
+        registry.give_consent(reg.coordinator, demonstrator, document=reg.document,
+                              consent_date=date.today() - timedelta(days=30), scopes=["episode_release"])
+        services.recheck(reg.coordinator, recording)
+    assert recording.state == State.QUEUED and recording.demonstrator == demonstrator
+    assert AuditEvent.objects.filter(action="recording.demonstrator_registered", target_id=str(recording.pk)).exists()
+
+
+def test_registering_a_demonstrator_needs_the_claimed_headset_registered_first(reg, make_capture):
+    recording = ingest(reg, make_capture(reg.claims(demonstrator_id="", headset_id="HS-LATE")))
+    with scope(study=reg.study), pytest.raises(services.PipelineError, match="register headset 'HS-LATE'"):
+        services.register_demonstrator(reg.coordinator, recording)
 
 
 def test_recheck_after_the_registry_is_fixed(reg, make_capture):

@@ -118,3 +118,19 @@ def test_admin_lists_are_read_only(client, reg, make_capture, django_user_model)
     for model in ("recording", "episode", "purgereceipt", "verification", "alert"):
         assert client.get(reverse(f"admin:recordings_{model}_changelist")).status_code == 200
     assert client.get(reverse("admin:recordings_recording_add")).status_code == 403
+
+
+def test_quarantine_page_registers_the_demonstrator_a_blank_designator_needs(client, reg, make_capture):
+    with scope(study=reg.study):
+        recording = services.ingest_path(reg.coordinator, reg.study, make_capture(reg.claims(demonstrator_id="")))
+    client.force_login(reg.coordinator)
+    detail = reverse("recording-detail", args=[reg.study.code, recording.uid])
+    assert "Register a demonstrator with a generated designator" in client.get(detail).content.decode()
+    response = client.post(reverse("recording-register-demonstrator", args=[reg.study.code, recording.uid]),
+                           follow=True)
+    recording.refresh_from_db()
+    assert recording.demonstrator is not None
+    assert f"Demonstrator {recording.demonstrator} registered for this recording" in response.content.decode()
+    assert "Register a demonstrator" not in response.content.decode()
+    api = client.post(f"/api/studies/{reg.study.code}/recordings/{recording.uid}/register-demonstrator/")
+    assert api.status_code == 400 and "already has demonstrator" in api.json()["detail"]

@@ -26,10 +26,12 @@ EXPECTED: dict[str, list[tuple[str, tuple[str, ...], int]]] = {
     "recording-status": [("GET", (C, E), 200)],
     "recording-recheck": [("POST", (C,), 302)],
     "recording-retry": [("POST", (C,), 302)],
+    "recording-register-demonstrator": [("POST", (C,), 302)],
     "api-recording-list": [("GET", (C, E), 200), ("POST", (C,), 400)],
     "api-recording-detail": [("GET", (C, E), 200)],
     "api-recording-recheck": [("POST", (C,), 200)],
     "api-recording-retry-export": [("POST", (C,), 400)],
+    "api-recording-register-demonstrator": [("POST", (C,), 400)],
     "api-episode-list": [("GET", (C, E), 200)],
     "api-episode-detail": [("GET", (C, E), 200)],
 }

@@ -1,5 +1,6 @@
 
 import pytest
+from django_scopes import scope
 
 from exporter.designator import family_pair
 from portal.audit.models import AuditEvent
@@ -7,8 +8,8 @@ from portal.studies.models import Demonstrator
 from portal.studies.services import (
     RegistryError,
     create_demonstrator,
-    demonstrator_for_recording,
     register_headset,
+    registered_demonstrator,
 )
 
 
@@ -44,16 +45,17 @@ def test_headset_of_another_study_is_refused(study, coordinator, make_study):
         create_demonstrator(coordinator, study, headset=foreign)
 
 
-def test_recording_with_blank_designator_gets_a_new_demonstrator(study, headset):
-    demonstrator = demonstrator_for_recording("ingest", study, "", headset)
-    assert demonstrator.designator.startswith("-".join(family_pair("HS-0001")) + "-")
-    assert demonstrator.created_by is None
+def test_a_recording_with_a_blank_designator_creates_no_demonstrator(study, headset):
+    with pytest.raises(RegistryError, match="names no demonstrator"):
+        registered_demonstrator(study, "  ")
+    with scope(study=study):
+        assert not Demonstrator.objects.exists()
 
 
 def test_recording_with_a_designator_needs_a_registered_one(study, coordinator, demonstrator, make_study):
-    assert demonstrator_for_recording("ingest", study, demonstrator.designator.upper(), None) == demonstrator
+    assert registered_demonstrator(study, demonstrator.designator.upper()) == demonstrator
     with pytest.raises(RegistryError, match="not registered in study beta"):
-        demonstrator_for_recording("ingest", make_study("beta"), demonstrator.designator, None)
+        registered_demonstrator(make_study("beta"), demonstrator.designator)
 
 
 def test_no_column_can_hold_a_name():
