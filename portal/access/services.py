@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from portal.access.models import Role, RoleGrant
 from portal.audit.services import record
@@ -15,17 +15,29 @@ def _snapshot(grant: RoleGrant) -> dict:
             "expires_at": grant.expires_at}
 
 
+def _granted_by(actor):
+    return actor if getattr(actor, "is_authenticated", False) else None
+
+
 @transaction.atomic
 def grant_role(actor, user, study, role: str, *, expires_at: datetime | None = None) -> RoleGrant:
     """Give ``user`` the ``role`` in ``study`` (or change the expiry of the grant they hold)."""
     if role not in Role.values:
         raise ValueError(f"unknown role {role!r}; expected one of {', '.join(Role.values)}")
     grant = RoleGrant.objects.select_for_update().filter(user=user, study=study, role=role).first()
-    before = _snapshot(grant) if grant else None
     if grant is None:
-        grant = RoleGrant(user=user, study=study, role=role)
+        try:
+            with transaction.atomic():  # two grants of the same new role at once: the second changes the first
+                grant = RoleGrant.objects.create(user=user, study=study, role=role, expires_at=expires_at,
+                                                 granted_by=_granted_by(actor))
+        except IntegrityError:
+            grant = RoleGrant.objects.select_for_update().get(user=user, study=study, role=role)
+        else:
+            record(actor, "access.role_granted", grant, after=_snapshot(grant), study=study)
+            return grant
+    before = _snapshot(grant)
     grant.expires_at = expires_at
-    grant.granted_by = actor if getattr(actor, "is_authenticated", False) else None
+    grant.granted_by = _granted_by(actor)
     grant.save()
     record(actor, "access.role_granted", grant, before=before, after=_snapshot(grant), study=study)
     return grant

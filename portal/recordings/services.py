@@ -568,10 +568,8 @@ def note_retry(recording_id: int, exc: BaseException, countdown: float) -> None:
     with transaction.atomic():
         recording = Recording.objects.select_for_update().get(pk=recording_id)
         if recording.state == Recording.State.RUNNING:
-            recording.state = Recording.State.QUEUED
-            recording.lease_until = None
-            recording.progress_note = f"retrying in {countdown:.0f} s after a storage error"
-            recording.save()
+            _set_state(None, recording, Recording.State.QUEUED, action="recording.export_requeued", lease_until=None,
+                       progress_note=f"retrying in {countdown:.0f} s after a storage error")
         _note(recording, f"storage error, retrying in {countdown:.0f} s: {exc}", "warning")
 
 

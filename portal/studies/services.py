@@ -96,8 +96,15 @@ def create_study(actor, *, code: str, title: str, project_id: str = "", status: 
                  approvals_required: int = 2) -> Study:
     study = Study(code=code, title=title, project_id=project_id, status=status, audio_policy=audio_policy,
                   audio_retain_days=audio_retain_days, approvals_required=approvals_required)
-    study.full_clean()
-    study.save()
+    taken = StudyError(f"a study with the code {code!r} already exists")
+    if Study.objects.filter(code=code).exists():
+        raise taken
+    study.full_clean(validate_unique=False)
+    try:
+        with transaction.atomic():  # a concurrent creation of the same code loses here, like a sequential one
+            study.save()
+    except IntegrityError:
+        raise taken from None
     record(actor, "study.created", study, after=_snapshot(study))
     return study
 
@@ -271,44 +278,60 @@ def import_headsets_csv(actor, study: Study, fileobj: IO) -> list[Headset]:
     unknown = sorted(set(header) - {"headset_id", "model"})
     if unknown:
         raise HeadsetImportError([(1, f"unknown column(s) {', '.join(unknown)}; expected headset_id, model")])
-    errors: list[tuple[int, str]] = []
-    rows: list[tuple[str, str]] = []
-    first_row: dict[str, int] = {}
     with study_scope(study=study):
         registered = set(Headset.objects.values_list("headset_id", flat=True))
-        for row_number, values in enumerate(reader, start=2):
-            if not any(value.strip() for value in values):
-                continue
-            if row_number > HEADSET_CSV_MAX_ROWS + 1:
-                errors.append((row_number, f"more than {HEADSET_CSV_MAX_ROWS} headsets in one file"))
-                break
-            if len(values) != len(header):
-                errors.append((row_number, f"{len(values)} values for {len(header)} columns"))
-                continue
-            fields = dict(zip(header, values, strict=True))
-            headset_id, model = fields["headset_id"].strip(), fields.get("model", "").strip()
-            problem = headset_id_problem(headset_id)
-            if problem:
-                errors.append((row_number, problem))
-            elif headset_id in registered:
-                errors.append((row_number, f"headset ID {headset_id!r} is already registered in study {study.code}"))
-            elif headset_id in first_row:
-                errors.append((row_number, f"headset ID {headset_id!r} repeats row {first_row[headset_id]}"))
-            elif len(model) > 128:
-                errors.append((row_number, "the model is longer than 128 characters"))
-            else:
-                first_row[headset_id] = row_number
-                rows.append((headset_id, model))
-        if errors:
-            raise HeadsetImportError(errors)
-        if not rows:
-            raise HeadsetImportError([(2, "the file has no headset rows")])
+        rows = _headset_rows(reader, header, registered, study)
         user = _user(actor)
-        headsets = [Headset.objects.create(study=study, headset_id=headset_id, model=model, registered_by=user)
-                    for headset_id, model in rows]
+        try:
+            with transaction.atomic():  # a concurrent import of the same IDs loses here, like a sequential one
+                headsets = [Headset.objects.create(study=study, headset_id=headset_id, model=model,
+                                                   registered_by=user) for _, headset_id, model in rows]
+        except IntegrityError:
+            registered = set(Headset.objects.values_list("headset_id", flat=True))
+            raise HeadsetImportError([(row, _already_registered(headset_id, study))
+                                      for row, headset_id, _ in rows if headset_id in registered]) from None
         for headset in headsets:
             record(actor, "headset.registered", headset, after=_headset_snapshot(headset))
     return headsets
+
+
+def _already_registered(headset_id: str, study: Study) -> str:
+    return f"headset ID {headset_id!r} is already registered in study {study.code}"
+
+
+def _headset_rows(reader, header: list[str], registered: set[str], study: Study) -> list[tuple[int, str, str]]:
+    """The CSV's headset rows as (row number, headset ID, model); HeadsetImportError lists every bad row."""
+    errors: list[tuple[int, str]] = []
+    rows: list[tuple[int, str, str]] = []
+    first_row: dict[str, int] = {}
+    for row_number, values in enumerate(reader, start=2):
+        if not any(value.strip() for value in values):
+            continue
+        if row_number > HEADSET_CSV_MAX_ROWS + 1:
+            errors.append((row_number, f"more than {HEADSET_CSV_MAX_ROWS} headsets in one file"))
+            break
+        if len(values) != len(header):
+            errors.append((row_number, f"{len(values)} values for {len(header)} columns"))
+            continue
+        fields = dict(zip(header, values, strict=True))
+        headset_id, model = fields["headset_id"].strip(), fields.get("model", "").strip()
+        problem = headset_id_problem(headset_id)
+        if problem:
+            errors.append((row_number, problem))
+        elif headset_id in registered:
+            errors.append((row_number, _already_registered(headset_id, study)))
+        elif headset_id in first_row:
+            errors.append((row_number, f"headset ID {headset_id!r} repeats row {first_row[headset_id]}"))
+        elif len(model) > 128:
+            errors.append((row_number, "the model is longer than 128 characters"))
+        else:
+            first_row[headset_id] = row_number
+            rows.append((row_number, headset_id, model))
+    if errors:
+        raise HeadsetImportError(errors)
+    if not rows:
+        raise HeadsetImportError([(2, "the file has no headset rows")])
+    return rows
 
 
 @transaction.atomic
@@ -385,10 +408,15 @@ def create_demonstrator(actor, study: Study, *, designator: str = "", headset: H
                 if not typed.startswith(expected + "-"):
                     raise RegistryError(f"designator {typed!r} does not start with the family pair {expected!r} "
                                         f"of headset {headset.headset_id!r}")
+            taken = RegistryError(f"designator {typed!r} is already used in study {study.code}")
             if Demonstrator.objects.filter(designator=typed).exists():
-                raise RegistryError(f"designator {typed!r} is already used in study {study.code}")
-            demonstrator = Demonstrator.objects.create(study=study, designator=typed, headset=headset,
-                                                       created_by=_actor_user(actor))
+                raise taken
+            try:
+                with transaction.atomic():  # a concurrent registration of the same designator loses here
+                    demonstrator = Demonstrator.objects.create(study=study, designator=typed, headset=headset,
+                                                               created_by=_actor_user(actor))
+            except IntegrityError:
+                raise taken from None
         else:
             demonstrator = _create_generated(actor, study, headset)
         record(actor, "demonstrator.created", demonstrator, after=_demonstrator_snapshot(demonstrator))
@@ -586,6 +614,10 @@ def give_consent(actor, demonstrator: Demonstrator, *, document: ConsentDocument
         withdrawals = [e.event_date for e in events if e.kind == ConsentEvent.Kind.WITHDRAWN]
         if withdrawals and consent_date <= max(withdrawals):
             raise RegistryError(f"the consent date {consent_date} is not after the withdrawal of {max(withdrawals)}")
+        if any(e.kind == ConsentEvent.Kind.GIVEN and e.document_id == document.pk and e.event_date == consent_date
+               and sorted(e.scopes) == chosen for e in events):
+            raise RegistryError(f"consent of {demonstrator} to {document} on {consent_date} for "
+                                f"{', '.join(chosen)} is already recorded")
         event = ConsentEvent.objects.create(
             study=study, demonstrator=demonstrator, kind=ConsentEvent.Kind.GIVEN, document=document,
             event_date=consent_date, scopes=chosen, recorded_by=_user(actor),

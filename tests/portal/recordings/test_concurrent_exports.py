@@ -4,49 +4,19 @@ from __future__ import annotations
 
 import io
 import itertools
-import os
 import random
-import threading
-from collections.abc import Callable
 
 import pyarrow.parquet as pq
 import pytest
 from django.core.files.storage import storages
-from django.db import connection, connections
+from django.db import connection
 from django_scopes import scope
 
 from portal.recordings import services
 from portal.recordings.models import Episode, Recording, StudyDataset
+from tests.portal.concurrency import needs_postgres, run_at_once
 
-pytestmark = [
-    pytest.mark.postgres,
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(not os.environ.get("DATABASE_URL", "").startswith("postgres"),
-                       reason="needs PostgreSQL: set DATABASE_URL=postgres://..."),
-]
-
-
-def run_at_once(study, calls: list[Callable[[], object]]) -> None:
-    """Run the calls in threads released together; each thread has its own connection and study scope."""
-    barrier = threading.Barrier(len(calls))
-    errors: list[BaseException] = []
-
-    def worker(call):
-        try:
-            with scope(study=study):
-                barrier.wait()
-                call()
-        except BaseException as exc:
-            errors.append(exc)
-        finally:
-            connections.close_all()
-
-    threads = [threading.Thread(target=worker, args=(call,)) for call in calls]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert not errors, errors
+pytestmark = needs_postgres
 
 
 def check_dataset(study) -> list[Episode]:

@@ -47,6 +47,20 @@ def test_consent_scopes_are_checked(demonstrator, coordinator, accepted_document
                      scopes=scopes)
 
 
+def test_an_identical_consent_event_is_refused(demonstrator, coordinator, accepted_document, given):
+    with pytest.raises(RegistryError, match=rf"consent of {demonstrator} to ICF-2026-03 v1 on 2026-03-10 for "
+                                            rf"{RELEASE} is already recorded"):
+        give_consent(coordinator, demonstrator, document=accepted_document, consent_date=date(2026, 3, 10),
+                     scopes=[RELEASE])
+    # Another scope on the same day, or the same scope on another day, is a new fact.
+    give_consent(coordinator, demonstrator, document=accepted_document, consent_date=date(2026, 3, 10),
+                 scopes=[RELEASE, "raw_audio_retention"])
+    give_consent(coordinator, demonstrator, document=accepted_document, consent_date=date(2026, 3, 11),
+                 scopes=[RELEASE])
+    with scope(study=demonstrator.study):
+        assert ConsentEvent.objects.filter(demonstrator=demonstrator).count() == 3
+
+
 def test_withdrawal_before_consent_is_refused(demonstrator, coordinator, given):
     with pytest.raises(RegistryError, match="before the consent given on 2026-03-10"):
         withdraw_consent(coordinator, demonstrator, withdrawal_date=date(2026, 3, 9), reason="changed mind")

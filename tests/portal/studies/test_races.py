@@ -1,0 +1,59 @@
+"""Two requests at once for the same registry change, on PostgreSQL: the loser gets the message a sequential
+duplicate gets (a clear error or the same update), never an IntegrityError."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from django.contrib.auth import get_user_model
+from django_scopes import scope
+
+from portal.access.models import RoleGrant
+from portal.access.services import grant_role
+from portal.studies import services
+from portal.studies.models import Demonstrator, Headset, Study
+from tests.portal.concurrency import needs_postgres, run_at_once
+
+pytestmark = needs_postgres
+
+
+@pytest.mark.parametrize("attempt", range(10))
+def test_the_same_typed_designator_twice_at_once(study, coordinator, attempt):
+    designator = "able-acorn-fox-oak"
+    outcomes = run_at_once(study, [lambda: services.create_demonstrator(coordinator, study, designator=designator)] * 2,
+                           expected=(services.RegistryError,))
+    errors = [str(o) for o in outcomes if isinstance(o, Exception)]
+    assert errors == [f"designator {designator!r} is already used in study alpha"]
+    with scope(study=study):
+        assert Demonstrator.objects.filter(designator=designator).count() == 1
+
+
+@pytest.mark.parametrize("attempt", range(5))
+def test_the_same_headset_csv_twice_at_once(study, coordinator, attempt):
+    def import_csv():
+        return services.import_headsets_csv(coordinator, study, io.BytesIO(b"headset_id,model\nHS-1,a\nHS-2,b\n"))
+
+    outcomes = run_at_once(study, [import_csv, import_csv], expected=(services.HeadsetImportError,))
+    errors = [o for o in outcomes if isinstance(o, Exception)]
+    assert len(errors) == 1
+    assert errors[0].errors == [(2, "headset ID 'HS-1' is already registered in study alpha"),
+                                (3, "headset ID 'HS-2' is already registered in study alpha")]
+    with scope(study=study):
+        assert sorted(Headset.objects.values_list("headset_id", flat=True)) == ["HS-1", "HS-2"]
+
+
+@pytest.mark.parametrize("attempt", range(5))
+def test_the_same_new_role_grant_twice_at_once(study, attempt):
+    user = get_user_model().objects.create_user(f"new-{attempt}")
+    outcomes = run_at_once(None, [lambda: grant_role("test", user, study, "researcher")] * 2)
+    assert outcomes[0].pk == outcomes[1].pk
+    assert RoleGrant.objects.filter(user=user, study=study, role="researcher").count() == 1
+
+
+@pytest.mark.parametrize("attempt", range(3))
+def test_the_same_study_code_twice_at_once(attempt):
+    outcomes = run_at_once(None, [lambda: services.create_study("test", code="gamma", title="Gamma")] * 2,
+                           expected=(services.StudyError,))
+    assert [str(o) for o in outcomes if isinstance(o, Exception)] == ["a study with the code 'gamma' already exists"]
+    assert Study.objects.filter(code="gamma").count() == 1
