@@ -29,10 +29,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from exporter.errors import AssemblyError
+from exporter.jsonfile import write_json
 from exporter.receipt import RECEIPT, build_artefacts, file_digest, verify_artefacts, verify_shard
 from exporter.shard import rfc3339
 from exporter.stats import QUANTILES, feature_stats
-from exporter.tasks import read_tasks
+from exporter.task_table import read_tasks
 
 EPISODE_METADATA = "ceres/episode-metadata.json"
 TASK_SPECIFICATIONS = "ceres/task-specifications"
@@ -455,4 +456,4 @@ def _copy(source: Path, target: Path) -> None:
 
 def _write_json(path: Path, value: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(value, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_json(path, value)

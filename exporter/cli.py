@@ -12,7 +12,7 @@ from exporter.errors import SourceError
 
 def _export(args: argparse.Namespace) -> int:
     from exporter.shard import export_shard
-    from exporter.tasks import read_tasks
+    from exporter.task_table import read_tasks
 
     tasks = read_tasks(args.tasks) if args.tasks else None
     study = None

@@ -10,7 +10,9 @@ import os
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
+
+from exporter.jsonfile import json_bytes
 
 RECEIPT = "ceres/browser-export-receipt.json"
 MEDIA_TYPES = {".parquet": "application/vnd.apache.parquet", ".json": "application/json", ".mp4": "video/mp4"}
@@ -18,15 +20,21 @@ MEDIA_TYPES = {".parquet": "application/vnd.apache.parquet", ".json": "applicati
 _HASH_THREADS = min(4, os.cpu_count() or 1)
 
 
-def file_digest(path: Path) -> tuple[str, int]:
-    """SHA-256 (lowercase hex) and length in bytes of one file."""
+def stream_digest(stream: IO[bytes]) -> tuple[str, int]:
+    """SHA-256 (lowercase hex) and length in bytes of everything a binary stream holds, read in 1 MiB blocks
+    (a local file or a stored object alike)."""
     sha = hashlib.sha256()
     size = 0
-    with path.open("rb") as stream:
-        while block := stream.read(1 << 20):
-            sha.update(block)
-            size += len(block)
+    while block := stream.read(1 << 20):
+        sha.update(block)
+        size += len(block)
     return sha.hexdigest(), size
+
+
+def file_digest(path: Path) -> tuple[str, int]:
+    """SHA-256 (lowercase hex) and length in bytes of one file."""
+    with Path(path).open("rb") as stream:
+        return stream_digest(stream)
 
 
 def _digests(root: Path, names: Iterable[str]) -> list[tuple[str, int]]:
@@ -89,7 +97,7 @@ def write_receipt(shard_dir: Path, *, episode_id: str, episode_index: int, creat
         "created_at": created_at,
         "artefacts": build_artefacts(shard_dir, exclude=RECEIPT),
     }
-    data = (json.dumps(receipt, indent=2, ensure_ascii=False) + "\n").encode()
+    data = json_bytes(receipt)
     path = shard_dir / RECEIPT
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)

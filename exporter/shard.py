@@ -2,7 +2,6 @@
 
 import contextlib
 import hashlib
-import json
 import os
 import shutil
 import tempfile
@@ -19,11 +18,12 @@ import pyarrow.parquet as pq
 
 from exporter.errors import ShardExistsError, SourceError
 from exporter.features import feature_table, video_key
+from exporter.jsonfile import json_bytes
 from exporter.receipt import verify_shard, write_receipt
 from exporter.rows import Rows, build_rows
 from exporter.source import STUDY_KEYS, Capture, check_study_block, open_source, parse_capture, read_capture
 from exporter.stats import STAT_NAMES, feature_stats
-from exporter.tasks import extend_tasks, write_tasks
+from exporter.task_table import extend_tasks, write_tasks
 from exporter.video import VideoResult, export_video, video_stats
 
 CHUNKS_SIZE = 1000
@@ -64,10 +64,6 @@ def rfc3339(moment: datetime) -> str:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return moment.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
-def _json_bytes(value: Any) -> bytes:
-    return (json.dumps(value, indent=2, ensure_ascii=False, allow_nan=False) + "\n").encode()
 
 
 def _study_block(capture: Capture, study: dict[str, Any] | None) -> dict[str, Any]:
@@ -249,8 +245,8 @@ def _write_shard(
         "video_path": ("videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4" if video else None),
         "features": feature_table(fps, (video, height, width) if video else None),
     }
-    _write(staging / "meta" / "info.json", _json_bytes(info))
-    _write(staging / "meta" / "stats.json", _json_bytes(stats))
+    _write(staging / "meta" / "info.json", json_bytes(info))
+    _write(staging / "meta" / "stats.json", json_bytes(stats))
 
     spec = capture.task_specification
     if spec is not None:
@@ -303,7 +299,7 @@ def _write_shard(
         else {"version": spec.version, "sha256": spec.sha256, "path": spec.path},
         "warnings": warnings,
     }
-    _write(staging / "ceres" / "episode-metadata.json", _json_bytes(metadata))
+    _write(staging / "ceres" / "episode-metadata.json", json_bytes(metadata))
     return (video_result.method if video_result else None), warnings
 
 
@@ -329,8 +325,7 @@ def export_shard(
     with open_source(Path(source)) as container:
         capture = parse_capture(container)
         study_block = _study_block(capture, study)
-        retained = [s for s in capture.journal.segments if s.retained]
-        table = extend_tasks(tasks or [], (s.task for s in retained))
+        table = extend_tasks(tasks or [], capture.tasks)
         rows = build_rows(capture.journal, capture.rate_hz, {task: i for i, task in enumerate(table)})
         camera_path = container.local_path(capture.camera.media) if capture.camera else None
         try:
@@ -365,8 +360,8 @@ def export_shard(
         shard_dir=target,
         rows=len(rows),
         gap_rows=int(rows.gap.sum()),
-        retained_segments=len(retained),
-        dropped_retries=len(capture.journal.segments) - len(retained),
+        retained_segments=len(capture.retained_segments),
+        dropped_retries=capture.dropped_retries,
         video_method=video_method,
         tasks=table,
         receipt_sha256=hashlib.sha256(receipt).hexdigest(),

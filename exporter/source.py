@@ -5,6 +5,7 @@ whole capture source, journal and media included, the way ingest needs it.
 """
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import math
@@ -24,16 +25,12 @@ from typing import IO, Any
 import av
 
 from exporter.errors import SourceError
-from exporter.journal import DROPPED_KEYS, JOURNAL, Journal, parse_journal
+from exporter.journal import DROPPED_KEYS, JOURNAL, Journal, Segment, parse_journal
+from exporter.jsonfile import write_json
+from exporter.limits import MAX_MEMBER_DEPTH, MAX_NAME_BYTES, MAX_SOURCE_BYTES, MAX_SOURCE_ENTRIES
+from exporter.receipt import file_digest
 
 MANIFEST = "capture.json"
-# Bounds for unpacking one capture source: an hour of 4K camera and its journal fit comfortably.
-MAX_SOURCE_BYTES = 64 * 1024**3
-MAX_SOURCE_ENTRIES = 1000
-# Member paths: the spec's layout is two levels deep (plus one top-level folder in a ZIP); 255 bytes is the
-# longest file name Linux and the usual object stores accept.
-MAX_MEMBER_DEPTH = 8
-MAX_NAME_BYTES = 255
 AVAILABILITIES = ("known", "unknown", "unavailable")
 CAMERA_FORMATS = {("mp4", "h264"), ("mp4", "hevc"), ("webm", "vp8"), ("webm", "vp9")}
 # PyAV demuxer name -> our container name, and the audio codecs a lone microphone file may hold.
@@ -301,9 +298,38 @@ class Capture:
     capture_device: dict[str, Any]
     study_claims: dict[str, Any]
     audio_in_source: bool
+    microphone_media: str | None  # ``audio.media``: the camera file or a separate microphone file
     task_specification: TaskSpecification | None
     journal: Journal
     warnings: list[str]
+
+    @property
+    def retained_segments(self) -> list[Segment]:
+        """The segments that become rows (every outcome but ``retry``), by start slot."""
+        return [s for s in self.journal.segments if s.retained]
+
+    @property
+    def dropped_retries(self) -> int:
+        return len(self.journal.segments) - len(self.retained_segments)
+
+    @property
+    def row_count(self) -> int:
+        """Rows of the episode this source exports to: one per slot of each retained segment."""
+        return sum(s.end_slot - s.start_slot for s in self.retained_segments)
+
+    @property
+    def tasks(self) -> list[str]:
+        """The distinct task texts of the retained segments, in first-use order."""
+        return list(dict.fromkeys(s.task for s in self.retained_segments))
+
+    @property
+    def audio_files(self) -> list[str]:
+        """The files that hold raw microphone audio: the camera file when it has an audio track, and the
+        separate microphone file when there is one."""
+        files = [self.camera.media] if self.camera is not None and self.camera_probe.has_audio else []
+        if self.microphone_media and self.microphone_media not in files:
+            files.append(self.microphone_media)
+        return files
 
 
 def scrub(value: Any, where: str) -> Any:
@@ -533,8 +559,9 @@ def _microphone_has_audio(path: Path, name: str) -> bool:
 
 def _check_media(
     data: dict[str, Any], m: _Manifest, container: Container, camera: CameraSpec | None, probe: Any
-) -> bool:
-    """Check the microphone settings and that every media file is accounted for; True if audio exists."""
+) -> tuple[bool, str | None]:
+    """Check the microphone settings and that every media file is accounted for; whether audio exists and
+    where ``audio.media`` points."""
     audio = m.obj(data, "audio") or {}
     enabled = audio.get("microphone_enabled", False)
     if not isinstance(enabled, bool):
@@ -557,7 +584,7 @@ def _check_media(
     for name in sorted(container.files):
         if name.startswith("media/") and name not in referenced:
             raise SourceError("media file not referenced by capture.json (it could not be governed)", path=name)
-    return has_audio
+    return has_audio, media
 
 
 def _probe_camera(container: Container, camera: CameraSpec, warnings: list[str]) -> Any:
@@ -599,7 +626,7 @@ def parse_capture(container: Container) -> Capture:
     study_claims = check_study_block(study or {}, MANIFEST)
     task_specification = _task_specification(data, m, container, warnings)
     probe = _probe_camera(container, camera, warnings) if camera else None
-    audio_in_source = _check_media(data, m, container, camera, probe)
+    audio_in_source, microphone_media = _check_media(data, m, container, camera, probe)
 
     def reopen() -> IO[bytes]:
         return container.open(JOURNAL)
@@ -620,6 +647,7 @@ def parse_capture(container: Container) -> Capture:
         capture_device=capture_device,
         study_claims=study_claims,
         audio_in_source=audio_in_source,
+        microphone_media=microphone_media,
         task_specification=task_specification,
         journal=journal,
         warnings=journal.warnings + warnings,
@@ -630,3 +658,41 @@ def read_capture(source: Path) -> Capture:
     """Validate a capture source completely (manifest, journal, media) without exporting it."""
     with open_source(source) as container:
         return parse_capture(container)
+
+
+def make_silent(root: Path, capture: Capture) -> Capture:
+    """Remove the raw microphone audio from an unpacked capture source folder, in place: the camera file is
+    remuxed without its audio track (video packets copied, not re-encoded), a separate microphone file is
+    deleted, and ``capture.json`` says ``audio.media: null``. Returns the silent source's ``Capture``.
+    """
+    from exporter.video import strip_audio
+
+    files = capture.audio_files
+    if not files:
+        return capture
+    root = Path(root)
+    probe = capture.camera_probe
+    for name in files:
+        path = root / name
+        if capture.camera is not None and name == capture.camera.media:
+            silent = path.with_name(f".{path.name}.silent")
+            strip_audio(path, silent)
+            silent.replace(path)
+            probe = dataclasses.replace(probe, has_audio=False)
+        else:
+            path.unlink()
+    manifest_path = root / MANIFEST
+    manifest = json.loads(manifest_path.read_bytes())
+    if isinstance(manifest.get("audio"), dict):
+        manifest["audio"]["media"] = None
+    write_json(manifest_path, manifest)
+    return dataclasses.replace(capture, camera_probe=probe, audio_in_source=False, microphone_media=None)
+
+
+def source_digest(root: Path) -> str:
+    """The content digest of an unpacked capture source: SHA-256 over its sorted (path, file SHA-256) pairs,
+    so the same recording has the same digest as a folder, a ZIP, or a ZIP with one top-level folder."""
+    root = Path(root)
+    entries = [[path.relative_to(root).as_posix(), file_digest(path)[0]]
+               for path in sorted(p for p in root.rglob("*") if p.is_file())]
+    return hashlib.sha256(json.dumps(entries, separators=(",", ":")).encode()).hexdigest()

@@ -16,6 +16,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from exporter import limits as source_limits
 from portal.env import env_bool, env_choice, env_int, env_list, env_str, env_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -192,8 +193,13 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
-# Deployments (and tests) sharing one broker keep their tasks apart by queue name.
-CELERY_TASK_DEFAULT_QUEUE = env_str("CERES_TASK_QUEUE", "celery")
+# Two queues: the default one (ingest, inbox, purges: short) and a heavy one (export, verification: long,
+# CPU and I/O bound), so a burst of exports never delays an ingest. Deployments (and tests) sharing one broker
+# keep their tasks apart by the queue name, which also names the heavy queue ("<name>-heavy").
+CELERY_TASK_DEFAULT_QUEUE = env_str("CERES_TASK_QUEUE", "ceres")
+CERES_HEAVY_QUEUE = f"{CELERY_TASK_DEFAULT_QUEUE}-heavy"
+CELERY_TASK_ROUTES = {name: {"queue": CERES_HEAVY_QUEUE}
+                      for name in ("recordings.export_recording", "recordings.verify_episode")}
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
 CELERY_BEAT_SCHEDULE: dict = {
     "recordings-poll-inbox": {"task": "recordings.poll_inbox", "schedule": 60.0},
@@ -211,6 +217,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "portal.core.errors.api_exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "CERES Portal API",
@@ -260,8 +267,11 @@ CERES_AUDIO_MASTER_KEY = _audio_master_key()
 # A folder polled by Celery beat for capture sources: <inbox>/<study code>/<folder or .zip>. With S3 storage
 # the inbox is the prefix "inbox/<study code>/" of the captures bucket instead.
 CERES_INBOX_DIR = env_str("CERES_INBOX_DIR", str(DATA_DIR / "inbox"))
-CERES_MAX_SOURCE_BYTES = env_int("CERES_MAX_SOURCE_BYTES", 8 * 1024**3, minimum=1024)
-CERES_MAX_SOURCE_ENTRIES = env_int("CERES_MAX_SOURCE_ENTRIES", 10000, minimum=3)
+# Bounds on one capture source: the exporter's own (exporter/limits.py) unless a deployment lowers them.
+CERES_MAX_SOURCE_BYTES = env_int("CERES_MAX_SOURCE_BYTES", source_limits.MAX_SOURCE_BYTES, minimum=1024,
+                                 maximum=source_limits.MAX_SOURCE_BYTES)
+CERES_MAX_SOURCE_ENTRIES = env_int("CERES_MAX_SOURCE_ENTRIES", source_limits.MAX_SOURCE_ENTRIES, minimum=3,
+                                   maximum=source_limits.MAX_SOURCE_ENTRIES)
 CERES_EXPORT_LEASE_SECONDS = env_int("CERES_EXPORT_LEASE_SECONDS", 600, minimum=1)
 
 LOGGING = {

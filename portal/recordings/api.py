@@ -15,8 +15,8 @@ from rest_framework.response import Response
 
 from portal.access.models import Role
 from portal.access.permissions import StudyScopedAPIMixin
-from portal.recordings import services
 from portal.recordings.models import Episode, Recording
+from portal.recordings.services import export, ingest
 
 COORDINATOR, ETHICS = Role.COORDINATOR, Role.ETHICS_OFFICER
 READ_ROLES = (COORDINATOR, ETHICS)
@@ -85,33 +85,30 @@ class RecordingViewSet(StudyScopedAPIMixin, mixins.ListModelMixin, mixins.Retrie
         upload = UploadSerializer(data=request.data)
         upload.is_valid(raise_exception=True)
         source = upload.validated_data["source"]
-        recording = services.receive_upload(request.user, self.study, source, name=source.name, via="api")
+        recording = ingest.receive_upload(request.user, self.study, source, name=source.name, via="api")
         return Response(RecordingSerializer(recording).data, status=status.HTTP_201_CREATED)
 
     def _act(self, service):
         recording = self.get_object()
-        try:
-            service(self.request.user, recording)
-        except services.PipelineError as exc:
-            raise ValidationError({"detail": str(exc)}) from None
+        service(self.request.user, recording)
         return Response(RecordingSerializer(recording).data)
 
     @extend_schema(request=None, responses=RecordingSerializer)
     @action(detail=True, methods=["post"])
     def recheck(self, request, *args, **kwargs):
-        return self._act(services.recheck)
+        return self._act(ingest.recheck)
 
     @extend_schema(request=None, responses=RecordingSerializer,
                    description="Register the demonstrator a quarantined recording names (a generated designator "
                                "when it names none) and tie it to the recording.")
     @action(detail=True, methods=["post"], url_path="register-demonstrator")
     def register_demonstrator(self, request, *args, **kwargs):
-        return self._act(services.register_demonstrator)
+        return self._act(ingest.register_demonstrator)
 
     @extend_schema(request=None, responses=RecordingSerializer)
     @action(detail=True, methods=["post"], url_path="retry-export")
     def retry_export(self, request, *args, **kwargs):
-        return self._act(services.retry_export)
+        return self._act(export.retry_export)
 
 
 class EpisodeViewSet(StudyScopedAPIMixin, viewsets.ReadOnlyModelViewSet):

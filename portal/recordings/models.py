@@ -13,6 +13,7 @@ from django.conf import settings
 from django.db import models
 from django_scopes import ScopedManager
 
+from portal.recordings.exceptions import IllegalTransition
 from portal.studies.models import Study
 
 
@@ -85,6 +86,22 @@ class Recording(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
+    # The moves a recording may make, and nothing else (a state moving to itself is a re-check, a new
+    # registration or an export attempt taking over a dead one's lease).
+    TRANSITIONS: dict[str, frozenset[str]] = {
+        State.RECEIVED: frozenset({State.REJECTED, State.DUPLICATE, State.QUARANTINED, State.QUEUED}),
+        State.QUARANTINED: frozenset({State.QUARANTINED, State.QUEUED}),
+        State.QUEUED: frozenset({State.RUNNING, State.FAILED}),
+        State.RUNNING: frozenset({State.RUNNING, State.QUEUED, State.EXPORTED, State.FAILED}),
+        State.EXPORTED: frozenset({State.VERIFIED}),
+        State.FAILED: frozenset({State.QUEUED}),
+        State.VERIFIED: frozenset(),
+        State.REJECTED: frozenset(),
+        State.DUPLICATE: frozenset(),
+    }
+    # States in which the pipeline still works on the recording without anyone's action.
+    IN_FLIGHT = frozenset({State.RECEIVED, State.QUEUED, State.RUNNING, State.EXPORTED})
+
     objects = ScopedManager(study="study")
 
     class Meta:
@@ -104,6 +121,19 @@ class Recording(models.Model):
     def prefix(self) -> str:
         """Every object of this recording in the ``captures`` storage lives under this prefix."""
         return f"{self.study.code}/{self.uid}/"
+
+    def can_move_to(self, state: str) -> bool:
+        return state in self.TRANSITIONS[self.state]
+
+    def move_to(self, state: str) -> None:
+        """Set the new state; ``IllegalTransition`` (and nothing changed) when the table has no such move."""
+        if not self.can_move_to(state):
+            raise IllegalTransition(f"a recording cannot go from {self.state} to {state}")
+        self.state = state
+
+    @property
+    def in_flight(self) -> bool:
+        return self.state in self.IN_FLIGHT
 
     @property
     def recorded_on(self):

@@ -4,7 +4,7 @@ from django.db import transaction
 from django.dispatch import receiver
 from django_scopes import scope
 
-from portal.recordings import services
+from portal.recordings.services import audio
 from portal.studies.signals import consent_withdrawn
 
 
@@ -12,7 +12,7 @@ from portal.studies.signals import consent_withdrawn
 def purge_audio_on_withdrawal(sender, demonstrator, event, **kwargs) -> None:
     def purge() -> None:
         with scope(study=demonstrator.study):
-            services.purge_for_withdrawal(demonstrator)
+            audio.purge_for_withdrawal(demonstrator)
 
     # Storage objects are deleted, so only once the withdrawal is committed.
     transaction.on_commit(purge)

@@ -11,8 +11,9 @@ from django.views.decorators.http import require_POST
 
 from portal.access.models import Role
 from portal.access.permissions import study_view
-from portal.recordings import services
+from portal.core.errors import refusals
 from portal.recordings.models import Alert, Episode, Recording
+from portal.recordings.services import export, ingest
 from portal.studies.models import Demonstrator, Headset
 
 COORDINATOR, ETHICS = Role.COORDINATOR, Role.ETHICS_OFFICER
@@ -75,7 +76,7 @@ def upload(request: HttpRequest, study) -> HttpResponse:
         messages.error(request, "Choose a capture source ZIP to upload.")
         return redirect("recording-list", study.code)
     source = form.cleaned_data["source"]
-    recording = services.receive_upload(request.user, study, source, name=source.name, via="upload")
+    recording = ingest.receive_upload(request.user, study, source, name=source.name, via="upload")
     url = reverse("recording-detail", args=[study.code, recording.uid])
     if wants_json:
         return JsonResponse({"uid": str(recording.uid), "url": url}, status=201)
@@ -95,8 +96,7 @@ def recording_detail(request: HttpRequest, study, uid) -> HttpResponse:
         "log": recording.log.all(), "purges": recording.purge_receipts.all(),
         "verifications": episode.verifications.all()[:10] if episode else [],
         "can_act": COORDINATOR in request.study_roles,
-        "in_progress": recording.state in (Recording.State.RECEIVED, Recording.State.QUEUED,
-                                           Recording.State.RUNNING, Recording.State.EXPORTED),
+        "in_progress": recording.in_flight,
     })
 
 
@@ -112,15 +112,12 @@ def recording_status(request: HttpRequest, study, uid) -> JsonResponse:
 @study_view(COORDINATOR)
 def recheck(request: HttpRequest, study, uid) -> HttpResponse:
     recording = _recording(uid)
-    try:
-        services.recheck(request.user, recording)
-    except services.PipelineError as exc:
-        messages.error(request, str(exc))
-    else:
-        if recording.state == Recording.State.QUARANTINED:
-            messages.error(request, f"Still quarantined: {recording.reason}")
-        else:
-            messages.success(request, "The registry now covers this recording; its export is queued.")
+    with refusals(request) as outcome:
+        ingest.recheck(request.user, recording)
+    if not outcome.refused and recording.state == Recording.State.QUARANTINED:
+        messages.error(request, f"Still quarantined: {recording.reason}")
+    elif not outcome.refused:
+        messages.success(request, "The registry now covers this recording; its export is queued.")
     return redirect("recording-detail", study.code, recording.uid)
 
 
@@ -128,11 +125,9 @@ def recheck(request: HttpRequest, study, uid) -> HttpResponse:
 @study_view(COORDINATOR)
 def register_demonstrator(request: HttpRequest, study, uid) -> HttpResponse:
     recording = _recording(uid)
-    try:
-        demonstrator = services.register_demonstrator(request.user, recording)
-    except services.PipelineError as exc:
-        messages.error(request, str(exc))
-    else:
+    with refusals(request) as outcome:
+        demonstrator = ingest.register_demonstrator(request.user, recording)
+    if not outcome.refused:
         messages.success(request, f"Demonstrator {demonstrator} registered for this recording. Record their "
                                   f"consent, then re-check the recording.")
     return redirect("recording-detail", study.code, recording.uid)
@@ -142,11 +137,9 @@ def register_demonstrator(request: HttpRequest, study, uid) -> HttpResponse:
 @study_view(COORDINATOR)
 def retry(request: HttpRequest, study, uid) -> HttpResponse:
     recording = _recording(uid)
-    try:
-        services.retry_export(request.user, recording)
-    except services.PipelineError as exc:
-        messages.error(request, str(exc))
-    else:
+    with refusals(request) as outcome:
+        export.retry_export(request.user, recording)
+    if not outcome.refused:
         messages.success(request, "Export queued again.")
     return redirect("recording-detail", study.code, recording.uid)
 

@@ -13,7 +13,7 @@ from django.core.management import call_command
 from django_scopes import scope
 
 from exporter.generate import generate_capture
-from portal.recordings import tasks
+from portal.core import queue
 from portal.studies.models import Demonstrator
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "portal" / "recordings"))
@@ -27,9 +27,7 @@ def pipeline_worker(settings, tmp_path, monkeypatch):
     """A worker on its own queue; the live server's task sends are routed to it."""
     worker = Worker(env=worker_env(settings, tmp_path / "data", f"ceres-e2e-{tmp_path.name}"),
                     log=tmp_path / "worker.log")
-    for name in ("ingest_recording", "export_recording", "verify_episode"):
-        task = getattr(tasks, name)
-        monkeypatch.setattr(task, "delay", lambda *args, _task=task: worker.send(_task, *args))
+    monkeypatch.setattr(queue, "send", worker.send)
     worker.start()
     try:
         yield worker

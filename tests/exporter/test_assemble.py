@@ -18,7 +18,7 @@ from exporter.cli import main
 from exporter.errors import AssemblyError
 from exporter.generate import generate_capture
 from exporter.shard import export_shard
-from exporter.tasks import read_tasks
+from exporter.task_table import read_tasks
 
 CREATED_AT = datetime(2026, 11, 30, 4, 0, 0, tzinfo=UTC)
 VIDEO = "observation.images.passthrough"

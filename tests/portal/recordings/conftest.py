@@ -15,7 +15,7 @@ from django.core.files.storage import storages
 from django_scopes import scope
 
 from exporter.generate import generate_capture
-from portal.recordings import storage
+from portal.core import queue, storage
 from portal.studies import services as registry
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -41,12 +41,8 @@ def private_storage(settings, tmp_path):
 @pytest.fixture(autouse=True)
 def sent_tasks(monkeypatch) -> list[tuple[str, tuple]]:
     """Tasks the code under test enqueued (name, args); nothing reaches a broker unless a test starts a worker."""
-    from portal.recordings import tasks
-
     sent: list[tuple[str, tuple]] = []
-    for name in ("ingest_recording", "export_recording", "verify_episode"):
-        task = getattr(tasks, name)
-        monkeypatch.setattr(task, "delay", lambda *args, _name=task.name: sent.append((_name, args)))
+    monkeypatch.setattr(queue, "send", lambda name, *args: sent.append((name, args)))
     return sent
 
 

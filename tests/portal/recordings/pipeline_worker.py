@@ -58,6 +58,7 @@ class Worker:
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "celery", "-A", "portal", "worker", "--pool", "solo",
+                 "--queues", f"{self.queue},{self.queue}-heavy",
                  "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "INFO"],
                 cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
@@ -68,8 +69,9 @@ class Worker:
             self.process.wait(10)
 
     def send(self, task, *args) -> None:
-        """Enqueue on the worker's broker and queue (this process's own Celery settings may differ)."""
+        """Enqueue a task (or a task name) on the worker's broker and queue (this process's own Celery settings
+        may differ)."""
         from portal.celery import app
 
         with app.connection_for_write(self.env["CELERY_BROKER_URL"]) as connection:
-            task.apply_async(args=args, connection=connection, queue=self.queue)
+            app.send_task(getattr(task, "name", task), args=args, connection=connection, queue=self.queue)

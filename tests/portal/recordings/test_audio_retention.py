@@ -13,8 +13,12 @@ import pytest
 from django.core.files.storage import storages
 from django_scopes import scope
 
-from portal.recordings import audio, services
+from portal.core import storage
+from portal.recordings import crypto
 from portal.recordings.models import AudioKey, PurgeReceipt, Recording
+from portal.recordings.services.audio import purge_due_audio
+from portal.recordings.services.export import export_recording
+from portal.recordings.services.ingest import ingest_path
 from portal.studies import services as registry
 
 pytestmark = pytest.mark.django_db
@@ -32,7 +36,7 @@ def audio_packets(source: Path) -> list[bytes]:
 
 def stored_bytes(prefix: str) -> dict[str, bytes]:
     captures = storages["captures"]
-    from portal.recordings.storage import walk
+    from portal.core.storage import walk
 
     return {name: captures.open(name, "rb").read() for name in walk(captures, prefix)}
 
@@ -49,7 +53,7 @@ def stored_audio_streams(objects: dict[str, bytes]) -> list[str]:
 
 def ingest(reg, source):
     with scope(study=reg.study):
-        return services.ingest_path(reg.coordinator, reg.study, source)
+        return ingest_path(reg.coordinator, reg.study, source)
 
 
 @pytest.mark.parametrize("microphone", ["track", "file"])
@@ -69,11 +73,11 @@ def test_discard_leaves_no_audio_byte_in_storage(make_registry, make_capture, mi
     assert manifest["audio"]["media"] is None
     with scope(study=reg.study):
         assert not AudioKey.objects.filter(recording=recording).exists()
-        services.export_recording(recording.pk)
+        export_recording(recording.pk)
         recording.refresh_from_db()
     assert recording.state == Recording.State.EXPORTED, recording.reason
     assert stored_audio_streams({n: storages["shards"].open(n).read()
-                                 for n in services.storage.walk(storages["shards"], reg.study.code)
+                                 for n in storage.walk(storages["shards"], reg.study.code)
                                  if n.endswith(".mp4")}) == []
 
 
@@ -88,16 +92,16 @@ def test_retain_days_keeps_audio_encrypted_then_purges_with_receipt(make_registr
     assert sealed_name in objects and original not in objects[sealed_name]
     assert stored_audio_streams(objects) == []
     with scope(study=reg.study):
-        key = audio.unwrap_key(AudioKey.objects.get(recording=recording).wrapped_key)
+        key = crypto.unwrap_key(AudioKey.objects.get(recording=recording).wrapped_key)
     plain = Path(source.parent / "decrypted.m4a")
     sealed = Path(source.parent / "sealed.enc")
     sealed.write_bytes(objects[sealed_name])
-    audio.decrypt_file(key, sealed, plain, associated=f"{recording.uid}/media/microphone.m4a".encode())
+    crypto.decrypt_file(key, sealed, plain, associated=f"{recording.uid}/media/microphone.m4a".encode())
     assert plain.read_bytes() == original
 
     with scope(study=reg.study):
-        assert services.purge_due_audio(now=recording.recorded_at + timedelta(days=1)) == 0
-        assert services.purge_due_audio(now=recording.recorded_at + timedelta(days=2)) == 1
+        assert purge_due_audio(now=recording.recorded_at + timedelta(days=1)) == 0
+        assert purge_due_audio(now=recording.recorded_at + timedelta(days=2)) == 1
         receipt = PurgeReceipt.objects.get(recording=recording)
         assert not AudioKey.objects.filter(recording=recording).exists()
     assert receipt.rule == "retain-days 2" and receipt.key_destroyed
@@ -112,7 +116,7 @@ def test_until_export_purges_after_the_export(make_registry, make_capture):
     recording = ingest(reg, make_capture(reg.claims(), microphone="track"))
     assert recording.audio == Recording.Audio.ENCRYPTED
     with scope(study=reg.study):
-        services.export_recording(recording.pk)
+        export_recording(recording.pk)
         recording.refresh_from_db()
         assert recording.audio == Recording.Audio.PURGED
         assert PurgeReceipt.objects.get(recording=recording).rule == "until-export"
@@ -132,8 +136,8 @@ def test_retain_keeps_audio_until_consent_is_withdrawn(make_registry, make_captu
     recording = ingest(reg, make_capture(reg.claims(), microphone="track"))
     assert recording.audio == Recording.Audio.ENCRYPTED
     with scope(study=reg.study):
-        services.export_recording(recording.pk)
-        assert services.purge_due_audio() == 0
+        export_recording(recording.pk)
+        assert purge_due_audio() == 0
         metadata = json.loads(storages["shards"].open(recording.episode.prefix + "ceres/episode-metadata.json").read())
         assert metadata["study"]["raw_audio_retained"] is True
         with django_capture_on_commit_callbacks(execute=True):

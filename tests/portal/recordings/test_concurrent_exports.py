@@ -12,8 +12,10 @@ from django.core.files.storage import storages
 from django.db import connection
 from django_scopes import scope
 
-from portal.recordings import services
+from portal.recordings.exceptions import PipelineError
 from portal.recordings.models import Episode, Recording, StudyDataset
+from portal.recordings.services.export import allocate_episode, export_recording, fail_export, retry_export
+from portal.recordings.services.ingest import ingest_path
 from tests.portal.concurrency import needs_postgres, run_at_once
 
 pytestmark = needs_postgres
@@ -39,10 +41,10 @@ def check_dataset(study) -> list[Episode]:
 
 def test_eight_exports_at_once(reg, make_capture):
     with scope(study=reg.study):
-        recordings = [services.ingest_path(reg.coordinator, reg.study, make_capture(reg.claims(), seconds=1.0))
+        recordings = [ingest_path(reg.coordinator, reg.study, make_capture(reg.claims(), seconds=1.0))
                       for _ in range(8)]
     assert all(r.state == Recording.State.QUEUED for r in recordings), [r.reason for r in recordings]
-    run_at_once(reg.study, [lambda pk=r.pk: services.export_recording(pk) for r in recordings])
+    run_at_once(reg.study, [lambda pk=r.pk: export_recording(pk) for r in recordings])
     episodes = check_dataset(reg.study)
     assert len(episodes) == 8
     with scope(study=reg.study):
@@ -69,7 +71,7 @@ def test_allocation_races_repeated(reg, round_number):
                                                summary={"rows": rng.randint(1, 500),
                                                         "tasks": rng.sample(vocabulary, 3)})
                       for i in range(8)]
-    run_at_once(reg.study, [lambda r=r: services.allocate_episode(r) for r in recordings for _ in range(2)])
+    run_at_once(reg.study, [lambda r=r: allocate_episode(r) for r in recordings for _ in range(2)])
     episodes = check_dataset(reg.study)
     assert len(episodes) == 8
     assert [e.length for e in sorted(episodes, key=lambda e: e.recording_id)] == [r.summary["rows"]
@@ -81,15 +83,15 @@ def test_two_retries_at_once_queue_one_export(reg, make_capture):
     from portal.audit.models import AuditEvent
 
     with scope(study=reg.study):
-        recording = services.ingest_path(reg.coordinator, reg.study, make_capture(reg.claims(), seconds=1.0))
-        services.fail_export(recording, "export failed: simulated")
+        recording = ingest_path(reg.coordinator, reg.study, make_capture(reg.claims(), seconds=1.0))
+        fail_export(recording, "export failed: simulated")
     outcomes: list[str] = []
 
     def retry():
         try:
-            services.retry_export(reg.coordinator, Recording.objects.get(pk=recording.pk))
+            retry_export(reg.coordinator, Recording.objects.get(pk=recording.pk))
             outcomes.append("queued")
-        except services.PipelineError as exc:
+        except PipelineError as exc:
             outcomes.append(str(exc))
 
     run_at_once(reg.study, [retry, retry])

@@ -17,8 +17,11 @@ from django.core.files.storage import storages
 from django.urls import reverse
 from django_scopes import scope
 
-from portal.recordings import services
 from portal.recordings.models import Episode, Recording
+from portal.recordings.services.audio import purge_audio
+from portal.recordings.services.export import claim_export, export_recording, fail_export
+from portal.recordings.services.ingest import ingest_path, ingest_received, receive_upload
+from portal.recordings.services.verification import verify_episode
 
 pytestmark = pytest.mark.django_db
 
@@ -41,58 +44,58 @@ def _make_every_state(reg, make_capture, settings) -> dict[str, Recording]:
     made: dict[str, Recording] = {}
     with scope(study=study):
         def upload(name: str, content) -> Recording:
-            return services.receive_upload(coordinator, study, content, name=name, via="upload")
+            return receive_upload(coordinator, study, content, name=name, via="upload")
 
         made["received"] = upload("waiting.zip", _zip_of(make_capture(reg.claims())))
-        made["rejected: random bytes"] = services.ingest_received(upload("random.zip", io.BytesIO(os.urandom(512))))
-        made["rejected: empty"] = services.ingest_received(upload("empty.zip", io.BytesIO(b"")))
+        made["rejected: random bytes"] = ingest_received(upload("random.zip", io.BytesIO(os.urandom(512))))
+        made["rejected: empty"] = ingest_received(upload("empty.zip", io.BytesIO(b"")))
         limit, settings.CERES_MAX_SOURCE_BYTES = settings.CERES_MAX_SOURCE_BYTES, 1024
-        made["rejected: too large to fetch"] = services.ingest_received(
+        made["rejected: too large to fetch"] = ingest_received(
             upload("large.zip", _zip_of(make_capture(reg.claims()))))
         settings.CERES_MAX_SOURCE_BYTES = limit
         hostile = io.BytesIO()
         with zipfile.ZipFile(hostile, "w") as archive:
             archive.writestr("../escape.txt", b"x")
         hostile.seek(0)
-        made["rejected: hostile"] = services.ingest_received(upload("slip.zip", hostile))
+        made["rejected: hostile"] = ingest_received(upload("slip.zip", hostile))
         broken = make_capture(reg.claims())
         (broken / "capture.json").write_text('{"schema": "ceres-capture-source", "version": 7}')
-        made["rejected: invalid manifest"] = services.ingest_path(coordinator, study, broken)
+        made["rejected: invalid manifest"] = ingest_path(coordinator, study, broken)
 
         source = make_capture(reg.claims())
-        made["queued"] = services.ingest_path(coordinator, study, source)
-        made["duplicate"] = services.ingest_path(coordinator, study, source)
-        made["quarantined: unknown headset"] = services.ingest_path(
+        made["queued"] = ingest_path(coordinator, study, source)
+        made["duplicate"] = ingest_path(coordinator, study, source)
+        made["quarantined: unknown headset"] = ingest_path(
             coordinator, study, make_capture(reg.claims(headset_id="HS-UNKNOWN")))
-        made["quarantined: blank designator"] = services.ingest_path(
+        made["quarantined: blank designator"] = ingest_path(
             coordinator, study, make_capture(reg.claims(demonstrator_id="")))
-        made["quarantined: no study block"] = services.ingest_path(coordinator, study, make_capture(None))
+        made["quarantined: no study block"] = ingest_path(coordinator, study, make_capture(None))
 
-        running = services.ingest_path(coordinator, study, make_capture(reg.claims()))
-        services.claim_export(running.pk)
+        running = ingest_path(coordinator, study, make_capture(reg.claims()))
+        claim_export(running.pk)
         made["running"] = running
 
-        exported = services.ingest_path(coordinator, study, make_capture(reg.claims()))
-        services.export_recording(exported.pk)
+        exported = ingest_path(coordinator, study, make_capture(reg.claims()))
+        export_recording(exported.pk)
         made["exported"] = exported
 
-        verified = services.ingest_path(coordinator, study, make_capture(reg.claims(), microphone="track"))
-        services.export_recording(verified.pk)
-        services.verify_episode(Episode.objects.get(recording=verified))
-        services.purge_audio(coordinator, verified, rule="purged by a test")
+        verified = ingest_path(coordinator, study, make_capture(reg.claims(), microphone="track"))
+        export_recording(verified.pk)
+        verify_episode(Episode.objects.get(recording=verified))
+        purge_audio(coordinator, verified, rule="purged by a test")
         made["verified, audio purged"] = verified
 
-        mismatched = services.ingest_path(coordinator, study, make_capture(reg.claims()))
-        services.export_recording(mismatched.pk)
+        mismatched = ingest_path(coordinator, study, make_capture(reg.claims()))
+        export_recording(mismatched.pk)
         episode = Episode.objects.get(recording=mismatched)
         shards = storages["shards"]
         shards.delete(episode.prefix + "meta/info.json")
         shards.save(episode.prefix + "meta/info.json", ContentFile(b"{}"))
-        services.verify_episode(episode)
+        verify_episode(episode)
         made["exported, receipt mismatch"] = mismatched
 
-        failed = services.ingest_path(coordinator, study, make_capture(reg.claims()))
-        services.fail_export(failed, "export failed: the camera file cannot be decoded")
+        failed = ingest_path(coordinator, study, make_capture(reg.claims()))
+        fail_export(failed, "export failed: the camera file cannot be decoded")
         made["failed"] = failed
 
         for recording in made.values():

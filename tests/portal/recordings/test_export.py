@@ -12,8 +12,10 @@ from django.core.files.storage import storages
 from django_scopes import scope
 
 from exporter.receipt import RECEIPT
-from portal.recordings import services
 from portal.recordings.models import Alert, Episode, Recording, StudyDataset
+from portal.recordings.services.export import allocate_episode, export_recording, retry_export
+from portal.recordings.services.ingest import ingest_path
+from portal.recordings.services.verification import reverify_all, verify_episode
 
 pytestmark = pytest.mark.django_db
 
@@ -22,14 +24,14 @@ State = Recording.State
 
 def accepted(reg, make_capture, **kwargs) -> Recording:
     with scope(study=reg.study):
-        recording = services.ingest_path(reg.coordinator, reg.study, make_capture(reg.claims(), **kwargs))
+        recording = ingest_path(reg.coordinator, reg.study, make_capture(reg.claims(), **kwargs))
     assert recording.state == State.QUEUED, recording.reason
     return recording
 
 
 def export(reg, recording) -> Recording:
     with scope(study=reg.study):
-        services.export_recording(recording.pk)
+        export_recording(recording.pk)
         recording.refresh_from_db()
     return recording
 
@@ -65,18 +67,18 @@ def test_export_writes_a_complete_shard_and_verifies(reg, make_capture, stored_o
         tasks = read_parquet(episode.prefix + "meta/tasks.parquet").to_pandas()
         assert list(tasks.index) == dataset.tasks[: len(tasks)]
         with scope(study=reg.study):
-            result = services.verify_episode(episode)
+            result = verify_episode(episode)
         assert result.ok, result.problems
     first.refresh_from_db()
     assert first.state == State.VERIFIED
     with scope(study=reg.study):
-        assert services.export_recording(first.pk) is None  # idempotent: nothing to do once exported
+        assert export_recording(first.pk) is None  # idempotent: nothing to do once exported
 
 
 def test_retried_export_reuses_its_allocation_and_replaces_leftovers(reg, make_capture, stored_objects):
     recording = accepted(reg, make_capture)
     with scope(study=reg.study):
-        episode = services.allocate_episode(recording)
+        episode = allocate_episode(recording)
     leftover = episode.prefix + "data/chunk-000/file-000.parquet"
     storages["shards"].save(leftover, ContentFile(b"half-written by a killed worker"))
     storages["shards"].save(episode.prefix + "stray.bin", ContentFile(b"x"))
@@ -84,7 +86,7 @@ def test_retried_export_reuses_its_allocation_and_replaces_leftovers(reg, make_c
     assert recording.state == State.EXPORTED
     with scope(study=reg.study):
         assert Episode.objects.get() == episode and recording.episode.episode_index == episode.episode_index
-        assert services.verify_episode(recording.episode).ok
+        assert verify_episode(recording.episode).ok
         assert "interrupted attempt" in " ".join(recording.log.values_list("message", flat=True))
     assert episode.prefix + "stray.bin" not in stored_objects("shards", episode.prefix)
 
@@ -96,7 +98,7 @@ def test_tampered_shard_raises_an_alert(reg, make_capture):
         victim = episode.prefix + "meta/info.json"
         storages["shards"].delete(victim)
         storages["shards"].save(victim, ContentFile(b"{}"))
-        result = services.verify_episode(episode)
+        result = verify_episode(episode)
         episode.refresh_from_db()
         assert not result.ok and any("meta/info.json" in p for p in result.problems)
         assert episode.receipt_status == Episode.Receipt.MISMATCH
@@ -110,9 +112,9 @@ def test_missing_or_garbled_receipt_is_a_mismatch(reg, make_capture):
         episode = recording.episode
         shards.delete(episode.prefix + RECEIPT)
         shards.save(episode.prefix + RECEIPT, ContentFile(b"not json"))
-        garbled = services.verify_episode(episode)
+        garbled = verify_episode(episode)
         shards.delete(episode.prefix + RECEIPT)
-        missing = services.verify_episode(episode)
+        missing = verify_episode(episode)
         assert Alert.objects.filter(episode=episode).count() == 2
     assert any("unreadable" in p for p in garbled.problems)
     assert f"{RECEIPT}: missing" in missing.problems
@@ -128,7 +130,7 @@ def test_export_of_bad_media_fails_with_reason(reg, make_capture):
     recording = export(reg, recording)
     assert recording.state == State.FAILED and "export failed" in recording.reason
     with scope(study=reg.study):
-        services.retry_export(reg.coordinator, recording)
+        retry_export(reg.coordinator, recording)
     assert recording.state == State.QUEUED
 
 
@@ -136,7 +138,7 @@ def test_fixity_schedule_queues_every_exported_shard(reg, make_capture, sent_tas
     exported = export(reg, accepted(reg, make_capture))
     pending = accepted(reg, make_capture)
     with scope(study=reg.study):
-        services.allocate_episode(pending)
+        allocate_episode(pending)
     sent_tasks.clear()
-    assert services.reverify_all() == 1
+    assert reverify_all() == 1
     assert sent_tasks == [("recordings.verify_episode", (exported.episode.pk,))]

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from django_scopes import scope
 
-from portal.recordings import services
 from portal.recordings.models import Recording
+from portal.recordings.services.ingest import ingest_path, ingest_received, receive_upload
 
 pytestmark = pytest.mark.django_db
 
@@ -79,7 +79,7 @@ def test_hostile_source_is_rejected_and_contained(reg, make_capture, tmp_path, s
     source = build(hostile_dir, make_capture, reg.claims())
     before = sorted(p for p in tmp_path.rglob("*") if "storage" not in p.parts)
     with scope(study=reg.study):
-        recording = services.ingest_path(reg.coordinator, reg.study, source)
+        recording = ingest_path(reg.coordinator, reg.study, source)
     assert recording.state == Recording.State.REJECTED
     assert expected in recording.reason
     assert "internal error" not in recording.reason
@@ -99,7 +99,7 @@ def test_zip_lying_about_its_sizes_is_cut_off(reg, tmp_path, settings):
     data[central + 24:central + 28] = (1024).to_bytes(4, "little")
     archive.write_bytes(bytes(data))
     with scope(study=reg.study):
-        recording = services.ingest_path(reg.coordinator, reg.study, archive)
+        recording = ingest_path(reg.coordinator, reg.study, archive)
     assert recording.state == Recording.State.REJECTED
     assert "ZIP" in recording.reason or "more than" in recording.reason
 
@@ -108,13 +108,13 @@ def test_upload_of_random_bytes_through_storage_is_rejected(reg, stored_objects,
     import io
 
     with scope(study=reg.study), django_capture_on_commit_callbacks(execute=False) as callbacks:
-        recording = services.receive_upload(reg.coordinator, reg.study, io.BytesIO(os.urandom(2048)),
+        recording = receive_upload(reg.coordinator, reg.study, io.BytesIO(os.urandom(2048)),
                                             name="../../etc/evil name.zip", via="upload")
     assert len(callbacks) == 1
     assert recording.original_name == "evil_name.zip"
     assert stored_objects("captures", reg.study.code) == [recording.prefix + "incoming/evil_name.zip"]
     with scope(study=reg.study):
-        services.ingest_received(recording)
+        ingest_received(recording)
     recording.refresh_from_db()
     assert recording.state == Recording.State.REJECTED and "not a capture source" in recording.reason
     assert stored_objects("captures", reg.study.code) == []

@@ -11,8 +11,8 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import storages
 from django_scopes import scope
 
-from portal.recordings import services
 from portal.recordings.models import Recording
+from portal.recordings.services.inbox import poll_inbox
 
 pytestmark = pytest.mark.django_db
 
@@ -36,10 +36,10 @@ def test_inbox_ingests_ready_entries_once(reg, make_capture, settings):
         for entry in (inbox / folder.name, inbox / archive.name):
             os.utime(entry, (0, 0))
         expected = 2
-    ingested = services.poll_inbox(min_age_seconds=30)
+    ingested = poll_inbox(min_age_seconds=30)
     assert len(ingested) == expected
     assert {r.state for r in ingested} == {Recording.State.QUEUED}
-    assert services.poll_inbox(min_age_seconds=30) == []
+    assert poll_inbox(min_age_seconds=30) == []
     with scope(study=reg.study):
         assert Recording.objects.filter(via="inbox").count() == expected
     if settings.STORAGE_BACKEND == "local":
@@ -58,7 +58,7 @@ def test_hostile_inbox_entries_are_rejected_and_removed(reg, settings, tmp_path)
         (inbox / "link.zip").symlink_to(tmp_path)
         os.utime(inbox / "link.zip", (0, 0), follow_symlinks=False)
         expected = "may not be a symbolic link"
-    [recording] = services.poll_inbox(min_age_seconds=30)
+    [recording] = poll_inbox(min_age_seconds=30)
     assert recording.state == Recording.State.REJECTED and expected in recording.reason
-    assert services.poll_inbox(min_age_seconds=30) == []
+    assert poll_inbox(min_age_seconds=30) == []
     assert tmp_path.exists()

@@ -12,8 +12,10 @@ from django_scopes import scope
 
 from exporter.designator import family_pair
 from portal.audit.models import AuditEvent
-from portal.recordings import services
+from portal.recordings.exceptions import PipelineError
 from portal.recordings.models import Recording
+from portal.recordings.services.export import retry_export
+from portal.recordings.services.ingest import ingest_path, recheck, register_demonstrator
 from portal.studies import services as registry
 from portal.studies.models import Demonstrator
 
@@ -24,7 +26,7 @@ State = Recording.State
 
 def ingest(reg, path):
     with scope(study=reg.study):
-        return services.ingest_path(reg.coordinator, reg.study, path)
+        return ingest_path(reg.coordinator, reg.study, path)
 
 
 def test_valid_source_is_accepted_and_stored_under_its_prefix(reg, make_capture, stored_objects):
@@ -81,36 +83,36 @@ def test_a_quarantined_or_rejected_source_creates_nothing_in_the_registry(reg, m
 def test_a_coordinator_registers_the_demonstrator_of_a_blank_designator_then_consent_then_recheck(reg, make_capture):
     recording = ingest(reg, make_capture(reg.claims(demonstrator_id="")))
     with scope(study=reg.study):
-        demonstrator = services.register_demonstrator(reg.coordinator, recording)
+        demonstrator = register_demonstrator(reg.coordinator, recording)
         assert recording.demonstrator == demonstrator and recording.state == State.QUARANTINED
         assert demonstrator.designator.startswith("-".join(family_pair(reg.headset.headset_id)) + "-")
-        with pytest.raises(services.PipelineError, match="already has demonstrator"):
-            services.register_demonstrator(reg.coordinator, recording)
-        services.recheck(reg.coordinator, recording)
+        with pytest.raises(PipelineError, match="already has demonstrator"):
+            register_demonstrator(reg.coordinator, recording)
+        recheck(reg.coordinator, recording)
         assert recording.state == State.QUARANTINED and "no consent" in recording.reason
         registry.give_consent(reg.coordinator, demonstrator, document=reg.document,
                               consent_date=date.today() - timedelta(days=30), scopes=["episode_release"])
-        services.recheck(reg.coordinator, recording)
+        recheck(reg.coordinator, recording)
     assert recording.state == State.QUEUED and recording.demonstrator == demonstrator
     assert AuditEvent.objects.filter(action="recording.demonstrator_registered", target_id=str(recording.pk)).exists()
 
 
 def test_registering_a_demonstrator_needs_the_claimed_headset_registered_first(reg, make_capture):
     recording = ingest(reg, make_capture(reg.claims(demonstrator_id="", headset_id="HS-LATE")))
-    with scope(study=reg.study), pytest.raises(services.PipelineError, match="register headset 'HS-LATE'"):
-        services.register_demonstrator(reg.coordinator, recording)
+    with scope(study=reg.study), pytest.raises(PipelineError, match="register headset 'HS-LATE'"):
+        register_demonstrator(reg.coordinator, recording)
 
 
 def test_recheck_after_the_registry_is_fixed(reg, make_capture):
     recording = ingest(reg, make_capture(reg.claims(headset_id="HS-02")))
     assert recording.state == State.QUARANTINED
     with scope(study=reg.study):
-        with pytest.raises(services.PipelineError):
-            services.retry_export(reg.coordinator, recording)
-        services.recheck(reg.coordinator, recording)
+        with pytest.raises(PipelineError):
+            retry_export(reg.coordinator, recording)
+        recheck(reg.coordinator, recording)
         assert recording.state == State.QUARANTINED and "HS-02" in recording.reason
         registry.register_headset(reg.coordinator, reg.study, headset_id="HS-02")
-        services.recheck(reg.coordinator, recording)
+        recheck(reg.coordinator, recording)
     assert recording.state == State.QUEUED and recording.headset.headset_id == "HS-02"
 
 

@@ -9,8 +9,8 @@ from django.urls import reverse
 from django_scopes import scope
 from rest_framework.authtoken.models import Token
 
-from portal.recordings import services
 from portal.recordings.models import Recording
+from portal.recordings.services.ingest import ingest_path, ingest_received, receive_upload
 
 pytestmark = pytest.mark.django_db
 
@@ -23,7 +23,7 @@ def run_ingest(reg):
     """What the worker would do for every upload waiting in storage."""
     with scope(study=reg.study):
         for recording in Recording.objects.filter(state=Recording.State.RECEIVED):
-            services.ingest_received(recording)
+            ingest_received(recording)
 
 
 def test_upload_page_streams_to_storage_then_ingests(client, reg, make_capture, sent_tasks, stored_objects,
@@ -51,8 +51,8 @@ def test_upload_page_streams_to_storage_then_ingests(client, reg, make_capture, 
 
 def test_list_filters_and_quarantine_recheck_page(client, reg, make_capture):
     with scope(study=reg.study):
-        good = services.ingest_path(reg.coordinator, reg.study, make_capture(reg.claims()))
-        bad = services.ingest_path(reg.coordinator, reg.study, make_capture(reg.claims(headset_id="HS-09")))
+        good = ingest_path(reg.coordinator, reg.study, make_capture(reg.claims()))
+        bad = ingest_path(reg.coordinator, reg.study, make_capture(reg.claims(headset_id="HS-09")))
     client.force_login(reg.coordinator)
     url = reverse("recording-list", args=[reg.study.code])
     everything = client.get(url).content.decode()
@@ -95,9 +95,9 @@ def test_api_upload_list_and_recheck(client, reg, make_capture):
 
 def test_redelivered_ingest_only_removes_the_upload(reg, make_capture, stored_objects):
     with open(zipped(make_capture(reg.claims())), "rb") as stream, scope(study=reg.study):
-        recording = services.receive_upload(reg.coordinator, reg.study, stream, name="capture.zip", via="api")
+        recording = receive_upload(reg.coordinator, reg.study, stream, name="capture.zip", via="api")
         incoming = recording.incoming_name
-        services.ingest_received(recording)
+        ingest_received(recording)
         # A worker killed after the ingest but before the clean-up: the upload object is back, the task comes again.
         from django.core.files.base import ContentFile
         from django.core.files.storage import storages
@@ -105,7 +105,7 @@ def test_redelivered_ingest_only_removes_the_upload(reg, make_capture, stored_ob
         storages["captures"].save(incoming, ContentFile(b"left over"))
         Recording.objects.filter(pk=recording.pk).update(incoming_name=incoming)
         recording.refresh_from_db()
-        services.ingest_received(recording)
+        ingest_received(recording)
     recording.refresh_from_db()
     assert recording.state == Recording.State.QUEUED and recording.incoming_name == ""
     assert incoming not in stored_objects("captures", reg.study.code)
@@ -113,7 +113,7 @@ def test_redelivered_ingest_only_removes_the_upload(reg, make_capture, stored_ob
 
 def test_admin_lists_are_read_only(client, reg, make_capture, django_user_model):
     with scope(study=reg.study):
-        services.ingest_path(reg.coordinator, reg.study, make_capture(reg.claims()))
+        ingest_path(reg.coordinator, reg.study, make_capture(reg.claims()))
     client.force_login(django_user_model.objects.create_superuser("root", password="pw-" * 4))
     for model in ("recording", "episode", "purgereceipt", "verification", "alert"):
         assert client.get(reverse(f"admin:recordings_{model}_changelist")).status_code == 200
@@ -122,7 +122,7 @@ def test_admin_lists_are_read_only(client, reg, make_capture, django_user_model)
 
 def test_quarantine_page_registers_the_demonstrator_a_blank_designator_needs(client, reg, make_capture):
     with scope(study=reg.study):
-        recording = services.ingest_path(reg.coordinator, reg.study, make_capture(reg.claims(demonstrator_id="")))
+        recording = ingest_path(reg.coordinator, reg.study, make_capture(reg.claims(demonstrator_id="")))
     client.force_login(reg.coordinator)
     detail = reverse("recording-detail", args=[reg.study.code, recording.uid])
     assert "Register a demonstrator with a generated designator" in client.get(detail).content.decode()

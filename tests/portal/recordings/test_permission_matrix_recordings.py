@@ -7,7 +7,8 @@ import pytest
 from django.urls import reverse
 from django_scopes import scope
 
-from portal.recordings import services
+from portal.recordings.services.export import allocate_episode
+from portal.recordings.services.ingest import ingest_path
 from tests.portal.urlwalk import study_url_patterns
 
 pytestmark = pytest.mark.django_db
@@ -47,9 +48,9 @@ def test_every_recording_url_has_an_expectation():
 @pytest.fixture
 def world(reg, make_capture, make_user, make_study):
     with scope(study=reg.study):
-        quarantined = services.ingest_path(reg.coordinator, reg.study, make_capture(reg.claims(headset_id="HS-X")))
-        accepted = services.ingest_path(reg.coordinator, reg.study, make_capture(reg.claims()))
-        episode = services.allocate_episode(accepted)
+        quarantined = ingest_path(reg.coordinator, reg.study, make_capture(reg.claims(headset_id="HS-X")))
+        accepted = ingest_path(reg.coordinator, reg.study, make_capture(reg.claims()))
+        episode = allocate_episode(accepted)
     other = make_study(f"{reg.study.code}-b")
     return {
         "study": reg.study,
@@ -86,7 +87,7 @@ def test_permission_matrix(client, world, name):
 def test_another_studys_recording_is_not_found_here(client, world, make_registry, make_capture):
     other = make_registry(code=f"{world['study'].code}-c")
     with scope(study=other.study):
-        foreign = services.ingest_path(other.coordinator, other.study, make_capture(other.claims()))
+        foreign = ingest_path(other.coordinator, other.study, make_capture(other.claims()))
     client.force_login(world["users"]["coordinator"])
     assert client.get(reverse("recording-detail", args=[world["study"].code, foreign.uid])).status_code == 404
     assert client.get(f"/api/studies/{world['study'].code}/recordings/{foreign.uid}/").status_code == 404

@@ -6,8 +6,11 @@ import pytest
 from botocore.exceptions import EndpointConnectionError
 from django_scopes import scope
 
-from portal.recordings import services, tasks
+from portal.core import tasks as task_base
+from portal.recordings import tasks
 from portal.recordings.models import Recording
+from portal.recordings.services import export, ingest
+from portal.recordings.services.ingest import ingest_path, receive_upload
 
 pytestmark = pytest.mark.django_db
 
@@ -15,7 +18,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def queued(reg, make_capture):
     with scope(study=reg.study):
-        return services.ingest_path(reg.coordinator, reg.study, make_capture(reg.claims()))
+        return ingest_path(reg.coordinator, reg.study, make_capture(reg.claims()))
 
 
 def test_storage_errors_are_retried_with_backoff_then_fail(queued, monkeypatch):
@@ -25,10 +28,10 @@ def test_storage_errors_are_retried_with_backoff_then_fail(queued, monkeypatch):
         calls.append(recording_id)
         raise EndpointConnectionError(endpoint_url="http://s3.invalid")
 
-    monkeypatch.setattr(services, "export_recording", unreachable)
+    monkeypatch.setattr(export, "export_recording", unreachable)
     tasks.export_recording.apply(args=[queued.pk])
     queued.refresh_from_db()
-    assert len(calls) == tasks.MAX_RETRIES + 1
+    assert len(calls) == task_base.MAX_RETRIES + 1
     assert queued.state == Recording.State.FAILED and "storage unavailable after retries" in queued.reason
     with scope(study=queued.study):
         retries = [m for m in queued.log.values_list("message", flat=True) if m.startswith("storage error")]
@@ -38,7 +41,7 @@ def test_storage_errors_are_retried_with_backoff_then_fail(queued, monkeypatch):
 
 
 def test_a_transient_error_then_success(queued, monkeypatch):
-    real = services.export_recording
+    real = export.export_recording
     attempts = []
 
     def flaky(recording_id):
@@ -47,7 +50,7 @@ def test_a_transient_error_then_success(queued, monkeypatch):
             raise ConnectionRefusedError("gateway down")
         return real(recording_id)
 
-    monkeypatch.setattr(services, "export_recording", flaky)
+    monkeypatch.setattr(export, "export_recording", flaky)
     tasks.export_recording.apply(args=[queued.pk])
     queued.refresh_from_db()
     assert len(attempts) == 2 and queued.state == Recording.State.EXPORTED
@@ -57,7 +60,7 @@ def test_an_unexpected_error_fails_the_export_visibly(queued, monkeypatch):
     def broken(recording_id):
         raise KeyError("rows")
 
-    monkeypatch.setattr(services, "export_recording", broken)
+    monkeypatch.setattr(export, "export_recording", broken)
     result = tasks.export_recording.apply(args=[queued.pk])
     assert isinstance(result.result, KeyError)
     queued.refresh_from_db()
@@ -68,12 +71,12 @@ def test_an_unexpected_ingest_error_rejects_the_upload_visibly(reg, monkeypatch)
     import io
 
     with scope(study=reg.study):
-        recording = services.receive_upload(reg.coordinator, reg.study, io.BytesIO(b"PK"), name="x.zip", via="api")
+        recording = receive_upload(reg.coordinator, reg.study, io.BytesIO(b"PK"), name="x.zip", via="api")
 
     def broken(recording):
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(services, "ingest_received", broken)
+    monkeypatch.setattr(ingest, "ingest_received", broken)
     tasks.ingest_recording.apply(args=[recording.pk])
     recording.refresh_from_db()
     assert recording.state == Recording.State.REJECTED

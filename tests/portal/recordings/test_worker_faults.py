@@ -11,8 +11,11 @@ from django.core.files.storage import storages
 from django_scopes import scope
 
 from exporter.receipt import RECEIPT
-from portal.recordings import services, storage, tasks
+from portal.core import storage
+from portal.recordings import tasks
 from portal.recordings.models import Episode, Recording, StudyDataset
+from portal.recordings.services.ingest import ingest_path
+from portal.recordings.services.verification import verify_episode
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -43,7 +46,7 @@ def log_of(recording: Recording) -> str:
 
 def accepted(reg, make_capture, **kwargs) -> Recording:
     with scope(study=reg.study):
-        recording = services.ingest_path(reg.coordinator, reg.study, make_capture(reg.claims(), **kwargs))
+        recording = ingest_path(reg.coordinator, reg.study, make_capture(reg.claims(), **kwargs))
     assert recording.state == Recording.State.QUEUED, recording.reason
     return recording
 
@@ -54,7 +57,7 @@ def assert_exported_once(reg, recording: Recording) -> None:
         dataset = StudyDataset.objects.get()
         assert episode.recording_id == recording.pk and episode.episode_index == 0
         assert (dataset.next_episode_index, dataset.next_frame_index) == (1, episode.length)
-        assert services.verify_episode(episode).ok
+        assert verify_episode(episode).ok
     names = storage.walk(storages["shards"], reg.study.code)
     assert names and all(name.startswith(episode.prefix) for name in names)
     assert episode.prefix + RECEIPT in names

@@ -12,8 +12,8 @@ from django.core.management.base import BaseCommand, CommandError
 from django_scopes import scope
 
 from exporter.generate import generate_capture
-from portal.recordings import services
 from portal.recordings.models import Recording
+from portal.recordings.services.ingest import ingest_path
 from portal.studies import services as registry
 from portal.studies.models import ConsentDocument, Demonstrator, Headset, Study
 
@@ -51,7 +51,7 @@ class Command(BaseCommand):
                         Path(scratch) / capture_id, seconds=6.0, rate_hz=15, seed=number, capture_id=capture_id,
                         study=study_claims, recorded_at=datetime.now(UTC).replace(microsecond=0) - timedelta(days=1),
                         **options)
-                    recording = services.ingest_path(coordinator, study, source, via="command")
+                    recording = ingest_path(coordinator, study, source, via="command")
                     self.stdout.write(f"{capture_id}: {recording.state}"
                                       + (f" ({recording.reason})" if recording.reason else ""))
         self.stdout.write("Exports run in the Celery worker (`celery -A portal worker`).")

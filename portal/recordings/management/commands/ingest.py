@@ -4,7 +4,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django_scopes import scope
 
-from portal.recordings import services
+from portal.recordings.services.ingest import ingest_path
 from portal.studies.models import Study
 
 
@@ -31,7 +31,7 @@ class Command(BaseCommand):
         failures = 0
         with scope(study=target):
             for path in paths:
-                recording = services.ingest_path(actor, target, path, via="command")
+                recording = ingest_path(actor, target, path, via="command")
                 line = f"{path}: {recording.state} (recording {recording.uid})"
                 if recording.reason:
                     line += f": {recording.reason}"

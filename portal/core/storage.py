@@ -6,13 +6,14 @@ existing object first and insists the stored name is the one asked for.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import IO
 
 from botocore.exceptions import ClientError, ConnectionError, HTTPClientError
 from django.core.files import File
 from django.core.files.storage import Storage, storages
+
+from exporter.receipt import stream_digest
 
 CHUNK = 1 << 20
 
@@ -36,6 +37,10 @@ def captures() -> Storage:
 
 def shards() -> Storage:
     return storages["shards"]
+
+
+def releases() -> Storage:
+    return storages["releases"]
 
 
 def walk(storage: Storage, prefix: str) -> list[str]:
@@ -88,16 +93,5 @@ def fetch(storage: Storage, name: str, target: Path, *, max_bytes: int | None = 
 
 def digest(storage: Storage, name: str) -> tuple[str, int]:
     """SHA-256 (hex) and length of a stored object, streamed from the storage."""
-    sha = hashlib.sha256()
-    size = 0
     with storage.open(name, "rb") as source:
-        while block := source.read(CHUNK):
-            sha.update(block)
-            size += len(block)
-    return sha.hexdigest(), size
-
-
-def file_digest(path: Path) -> tuple[str, int]:
-    with path.open("rb") as stream:
-        sha = hashlib.file_digest(stream, "sha256")
-    return sha.hexdigest(), path.stat().st_size
+        return stream_digest(source)

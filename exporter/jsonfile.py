@@ -1,0 +1,19 @@
+"""The exporter's one JSON writer: the metadata, receipts and manifests it writes.
+
+Two-space indented UTF-8 (non-ASCII as itself) with a final newline, and never NaN or Infinity (not JSON;
+readers differ on them). Key order is the caller's: the receipts' artefacts are sorted by path where the
+spec says so. The canonical form of a task specification (capture-source.md section 5) is a different,
+compact form of its own and is written where it is defined.
+"""
+
+import json
+from pathlib import Path
+from typing import Any
+
+
+def json_bytes(value: Any) -> bytes:
+    return (json.dumps(value, indent=2, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
+
+
+def write_json(path: Path, value: Any) -> None:
+    Path(path).write_bytes(json_bytes(value))

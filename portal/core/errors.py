@@ -1,0 +1,67 @@
+"""Service errors and their one translation per surface.
+
+A service refuses a request that breaks a rule by raising a ``ServiceError`` (each domain has its own
+subclasses in its ``exceptions.py``). Pages translate it with ``refusals`` (a form error or a message),
+the API with ``api_exception_handler`` (JSON with the HTTP status the error carries); the admin shows it
+with ``message_user``. Nothing else catches them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib import messages
+from rest_framework.response import Response
+from rest_framework.views import exception_handler
+
+
+class ServiceError(Exception):
+    """A request a service refuses because it breaks a rule. The message is written for the person who
+    asked; ``status`` is the HTTP status the translations give it."""
+
+    status = 400
+
+    def details(self) -> dict[str, Any]:
+        """Structured detail for API clients, beside the message."""
+        return {}
+
+
+@dataclass
+class Refusal:
+    error: ServiceError | None = None
+
+    @property
+    def refused(self) -> bool:
+        return self.error is not None
+
+
+@contextmanager
+def refusals(request=None, *, form=None, field: str | None = None) -> Iterator[Refusal]:
+    """Pages: run service calls; a ``ServiceError`` becomes an error on ``form``'s ``field`` (``None``: the
+    form as a whole) when a form is given, else a message on the next page. The yielded ``Refusal`` says
+    whether the service refused::
+
+        with refusals(request) as outcome:
+            services.recheck(request.user, recording)
+        if not outcome.refused:
+            messages.success(request, "...")
+    """
+    outcome = Refusal()
+    try:
+        yield outcome
+    except ServiceError as error:
+        outcome.error = error
+        if form is not None:
+            form.add_error(field, str(error))
+        else:
+            messages.error(request, str(error))
+
+
+def api_exception_handler(exc: Exception, context: dict) -> Response | None:
+    """The API: a ``ServiceError`` answers with its status and ``{"detail": message, ...details}``."""
+    if isinstance(exc, ServiceError):
+        return Response({"detail": str(exc), **exc.details()}, status=exc.status)
+    return exception_handler(exc, context)

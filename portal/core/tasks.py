@@ -1,0 +1,67 @@
+"""The base of every study task: load the object by id, enter its study's scope, apply the retry policy.
+
+A task is declared with the model it works on; Celery passes the id, the task body receives the object::
+
+    @shared_task(bind=True, base=StudyTask, name="recordings.verify_episode", model=Episode)
+    def verify_episode(self, episode: Episode) -> None: ...
+
+Every study task is acknowledged late (a worker killed mid-task leaves its message to be delivered again),
+idempotent (the services check state first) and enqueued only after its transaction commits
+(``portal.core.queue``). A transient storage error is retried with exponential backoff; any other error, or
+the last retry, calls the task's ``give_up(obj, reason)`` (when it has one) and is raised.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from celery import Task
+from celery.exceptions import Retry
+from django.db import models
+from django_scopes import scope, scopes_disabled
+
+from portal.core.storage import is_transient
+
+log = logging.getLogger(__name__)
+
+MAX_RETRIES = 12
+BACKOFF_SECONDS, BACKOFF_MAX_SECONDS = 2, 300
+
+
+class StudyTask(Task):
+    acks_late = True
+    reject_on_worker_lost = True
+    max_retries = MAX_RETRIES
+    model: type[models.Model] | None = None
+    # Called with (obj, exc, countdown) before a transient error is retried, and with (obj, reason) when the
+    # task gives up; both optional, declared as ``give_up=staticmethod(service)``.
+    on_transient: Callable[[Any, BaseException, float], None] | None = None
+    give_up: Callable[[Any, str], None] | None = None
+
+    def __call__(self, object_id: int, *args, **kwargs):
+        with scopes_disabled():
+            obj = self.model.objects.select_related("study").filter(pk=object_id).first()
+        if obj is None:
+            log.warning("%s: no %s with id %s (deleted since it was queued)", self.name,
+                        self.model._meta.label, object_id)
+            return None
+        with scope(study=obj.study):
+            try:
+                return self.run(obj, *args, **kwargs)
+            except Retry:
+                raise
+            except Exception as exc:
+                self._retry_or_give_up(obj, exc)
+
+    def _retry_or_give_up(self, obj, exc: Exception):
+        transient = is_transient(exc)
+        if transient and self.request.retries < MAX_RETRIES:
+            countdown = min(BACKOFF_MAX_SECONDS, BACKOFF_SECONDS * 2**self.request.retries)
+            if self.on_transient is not None:
+                self.on_transient(obj, exc, countdown)
+            raise self.retry(exc=exc, countdown=countdown)
+        if self.give_up is not None:
+            self.give_up(obj, f"storage unavailable after retries: {exc}" if transient else f"internal error: {exc!r}")
+        raise exc

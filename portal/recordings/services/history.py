@@ -1,0 +1,45 @@
+"""The one place a recording changes state: the move is checked against ``Recording.TRANSITIONS``, saved,
+audited (before and after) and written to the recording's log."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from portal.audit.services import record
+from portal.recordings.models import Recording, RecordingLog
+
+_WARNING_STATES = (Recording.State.QUARANTINED, Recording.State.REJECTED, Recording.State.FAILED)
+
+
+def note(recording: Recording, message: str, level: str = "info") -> None:
+    """A line in the recording's log (shown on its page)."""
+    RecordingLog.objects.create(study=recording.study, recording=recording, level=level, message=message)
+
+
+def snapshot(recording: Recording) -> dict[str, Any]:
+    return {"state": recording.state, "reason": recording.reason, "audio": recording.audio,
+            "content_sha256": recording.content_sha256,
+            "headset": str(recording.headset) if recording.headset_id else None,
+            "demonstrator": str(recording.demonstrator) if recording.demonstrator_id else None}
+
+
+def set_state(actor, recording: Recording, state: str, *, action: str, reason: str = "", note_text: str | None = None,
+              **fields) -> None:
+    """Move ``recording`` to ``state`` (``IllegalTransition`` if the table forbids it) with ``fields``, in the
+    caller's transaction; the reason (or ``note_text``) goes to the log, a warning for a refusal."""
+    before = snapshot(recording)
+    recording.move_to(state)
+    recording.reason = reason
+    for name, value in fields.items():
+        setattr(recording, name, value)
+    recording.save()
+    record(actor, action, recording, before=before, after=snapshot(recording))
+    if note_text or reason:
+        note(recording, note_text or reason, "warning" if state in _WARNING_STATES else "info")
+
+
+def lock_fresh(recording: Recording) -> None:
+    """Lock the recording's row and reload it, so a state check holds until the transaction ends (two
+    clicks, or the page and the API at once, act once)."""
+    Recording.objects.select_for_update(of=("self",)).only("pk").get(pk=recording.pk)
+    recording.refresh_from_db()
