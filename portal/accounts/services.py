@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from axes.handlers.proxy import AxesProxyHandler
 from axes.models import AccessAttempt
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Max, Sum
 from django.utils import timezone
@@ -60,7 +61,7 @@ def issue_token(user, *, name: str, study: Study | None = None, days: int | None
     if study is not None and not active_roles(user, study):
         raise AccountError(f"you hold no role in study {study.code}; a token cannot open it")
     # Lock the owner's row so that two requests at once cannot both pass the count.
-    type(user).objects.select_for_update().filter(pk=user.pk).first()
+    get_user_model().objects.select_for_update().filter(pk=user.pk).first()
     held = ApiToken.objects.filter(user=user, expires_at__gt=timezone.now()).count()
     if held >= settings.CERES_TOKENS_PER_USER:
         raise AccountError(f"you already hold {held} unexpired tokens, the most allowed; revoke one first")
@@ -156,8 +157,6 @@ def unlock_in_study(actor, study: Study, username: str) -> int:
 
 
 def _user_named(username: str | None):
-    from django.contrib.auth import get_user_model
-
     if not username:
         return None
     return get_user_model().objects.filter(username=username).first()
