@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import secrets
 from dataclasses import dataclass
@@ -209,6 +210,22 @@ def confirm_enrolment(user, code: str, *, ip: str | None = None) -> TOTPDevice:
     device.save(update_fields=["confirmed"])
     record(user, "accounts.second_factor_enrolled", user, after={"device": device.name, "ip": ip})
     return device
+
+
+@transaction.atomic
+def provision_second_factor(actor, user) -> TOTPDevice:
+    """Set up a confirmed authenticator for ``user`` without a code (demo data; a secret handed over in person)."""
+    if confirmed_device(user) is not None:
+        raise AccountError(f"{user.get_username()} already has a second factor")
+    TOTPDevice.objects.filter(user=user, confirmed=False).delete()
+    device = TOTPDevice.objects.create(user=user, name="Authenticator app", confirmed=True)
+    record(actor, "accounts.second_factor_enrolled", user, after={"device": device.name, "provisioned": True})
+    return device
+
+
+def totp_secret(device: TOTPDevice) -> str:
+    """The device's key as authenticator apps take it (base32)."""
+    return base64.b32encode(device.bin_key).decode()
 
 
 def check_second_factor(user, code: str, *, ip: str | None = None) -> TOTPDevice:

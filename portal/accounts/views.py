@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-
 import segno
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -83,7 +81,7 @@ def second_factor(request: HttpRequest) -> HttpResponse:
     context = {"form": form, "next": next_url, "enrolling": device is None}
     if device is None:
         pending = services.start_enrolment(request.user)
-        context["secret"] = base64.b32encode(pending.bin_key).decode()
+        context["secret"] = services.totp_secret(pending)
         context["qr_svg"] = segno.make(pending.config_url, error="m").svg_inline(
             scale=4, title="QR code for the authenticator app")
     return render(request, "accounts/second_factor.html", context, status=400 if form.errors else 200)

@@ -99,3 +99,16 @@ def test_success_resets_the_count(client, researcher):
     client.logout()
     for n in range(4):
         assert _attempt(client, "res", f"again-{n}").status_code == 200
+
+
+def test_the_command_unlocks_a_locked_out_administrator(client, make_user, capsys):
+    from django.core.management import call_command
+
+    make_user("siteadmin", password="admin-password-1")
+    for n in range(5):
+        _attempt(client, "siteadmin", f"guess-{n}", ip=f"203.0.113.{n}")
+    assert _attempt(client, "siteadmin", "admin-password-1", ip="203.0.113.99").status_code == 429
+    call_command("unlock_login", "--username", "siteadmin")
+    assert "siteadmin: 5 failed attempt record(s) cleared" in capsys.readouterr().out
+    assert _attempt(client, "siteadmin", "admin-password-1", ip="203.0.113.99").status_code == 302
+    assert events("accounts.lockout_cleared")[0].actor_label == "manage.py unlock_login"

@@ -113,3 +113,19 @@ def test_the_next_address_must_stay_on_the_portal(client, ethics):
     client.force_login(ethics)
     answer = client.post(reverse("second-factor"), {"code": _code(device), "next": "https://evil.example/"})
     assert answer.status_code == 302 and answer["Location"] == reverse("dashboard")
+
+
+def test_the_demo_says_whether_the_second_factor_is_on(db, settings, capsys):
+    from django.core.management import call_command
+
+    call_command("demo_setup")
+    assert "Second factor: off (CERES_REQUIRE_2FA is not set)" in capsys.readouterr().out
+    assert not TOTPDevice.objects.exists()
+    settings.CERES_REQUIRE_2FA = True
+    call_command("demo_setup")
+    call_command("demo_setup")
+    out = capsys.readouterr().out
+    devices = {device.user.username: device for device in TOTPDevice.objects.select_related("user")}
+    assert sorted(devices) == ["admin", "ethics1", "ethics2"]
+    for username, device in devices.items():
+        assert f"  {username:<12} {services.totp_secret(device)}" in out
