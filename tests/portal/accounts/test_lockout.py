@@ -112,3 +112,21 @@ def test_the_command_unlocks_a_locked_out_administrator(client, make_user, capsy
     assert "siteadmin: 5 failed attempt record(s) cleared" in capsys.readouterr().out
     assert _attempt(client, "siteadmin", "admin-password-1", ip="203.0.113.99").status_code == 302
     assert events("accounts.lockout_cleared")[0].actor_label == "manage.py unlock_login"
+
+
+def test_site_administrators_unlock_in_the_admin(client, researcher, make_user):
+    from axes.models import AccessAttempt
+
+    for n in range(5):
+        _attempt(client, "res", f"guess-{n}", ip="192.0.2.44")
+    admin = make_user("siteadmin")
+    admin.is_staff = admin.is_superuser = True
+    admin.save()
+    client.force_login(admin)
+    rows = list(AccessAttempt.objects.values_list("pk", flat=True))
+    assert client.get("/admin/axes/accessattempt/").status_code == 200
+    # Deleting the records in the admin, which would unlock unseen, is not offered.
+    assert client.get(f"/admin/axes/accessattempt/{rows[0]}/delete/").status_code == 403
+    answer = client.post("/admin/axes/accessattempt/", {"action": "unlock_addresses", "_selected_action": rows})
+    assert answer.status_code == 302 and not AccessAttempt.objects.exists()
+    assert events("accounts.lockout_cleared", ip_address="192.0.2.44")[0].actor_label == "siteadmin"
