@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.exceptions import PermissionDenied, ValidationError
@@ -27,6 +28,13 @@ class NewApiTokenSerializer(serializers.Serializer):
     days = serializers.IntegerField(required=False, help_text="Days until it expires (default and most: 90).")
 
 
+class CreatedApiTokenSerializer(ApiTokenSerializer):
+    key = serializers.CharField(help_text="The key: shown this once, never stored.")
+
+    class Meta(ApiTokenSerializer.Meta):
+        fields = [*ApiTokenSerializer.Meta.fields, "key"]
+
+
 class ApiTokenViewSet(mixins.ListModelMixin, mixins.CreateModelMixin, mixins.DestroyModelMixin,
                       viewsets.GenericViewSet):
     """List, make (the key is in the answer, once) and revoke the caller's API tokens."""
@@ -47,6 +55,7 @@ class ApiTokenViewSet(mixins.ListModelMixin, mixins.CreateModelMixin, mixins.Des
     def get_serializer_class(self):
         return NewApiTokenSerializer if self.action == "create" else ApiTokenSerializer
 
+    @extend_schema(request=NewApiTokenSerializer, responses={201: CreatedApiTokenSerializer})
     def create(self, request, *args, **kwargs):
         if not isinstance(request.successful_authenticator, SessionAuthentication):
             raise PermissionDenied("a token cannot make tokens: sign in (with your second factor) to make one")
@@ -61,7 +70,8 @@ class ApiTokenViewSet(mixins.ListModelMixin, mixins.CreateModelMixin, mixins.Des
                                               days=given.validated_data.get("days"))
         except services.AccountError as exc:
             raise ValidationError({"detail": str(exc)}) from None
-        return Response({**ApiTokenSerializer(token).data, "key": key}, status=status.HTTP_201_CREATED)
+        token.key = key
+        return Response(CreatedApiTokenSerializer(token).data, status=status.HTTP_201_CREATED)
 
     def perform_destroy(self, instance: ApiToken) -> None:
         services.revoke_token(self.request.user, instance)
