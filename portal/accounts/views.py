@@ -38,12 +38,11 @@ def account(request: HttpRequest) -> HttpResponse:
             else:
                 form = TokenForm(request.user)
                 messages.success(request, f"Token “{token.name}” made. Copy its key now: it is not shown again.")
-    response = render(request, "accounts/account.html", {
+    return render(request, "accounts/account.html", {
         "form": form, "new_key": new_key, "tokens": services.tokens_of(request.user),
         "device": services.confirmed_device(request.user),
         "required_by_rule": services.second_factor_required_by_rule(request.user),
     }, status=400 if request.method == "POST" and new_key is None else 200)
-    return response
 
 
 @require_POST
