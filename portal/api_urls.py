@@ -2,11 +2,13 @@
 
 from rest_framework.routers import DefaultRouter
 
+from portal.accounts import api as accounts_api
 from portal.recordings import api as recordings_api
 from portal.studies import api as studies_api
 
 router = DefaultRouter()
 STUDY = r"studies/(?P<study_code>[-a-zA-Z0-9_]+)"
+router.register(r"tokens", accounts_api.ApiTokenViewSet, basename="api-token")
 router.register(r"studies", studies_api.StudyViewSet, basename="api-study")
 router.register(rf"{STUDY}/headsets", studies_api.HeadsetViewSet, basename="api-headset")
 router.register(rf"{STUDY}/demonstrators", studies_api.DemonstratorViewSet, basename="api-demonstrator")

@@ -95,3 +95,18 @@ def env_url(name: str, default: str | None = None, *, schemes: Iterable[str],
             f"{name} has scheme {scheme or '(none)'!r}; expected one of: {', '.join(allowed)}"
         )
     return value
+
+
+_RATE_PERIODS = ("second", "minute", "hour", "day")
+
+
+def env_rate(name: str, default: str, *, environ: Mapping[str, str] | None = None) -> str:
+    """A request rate such as ``120/minute`` (the periods second, minute, hour, day)."""
+    value = _raw(name, environ)
+    if value is None:
+        return default
+    count, _, period = value.partition("/")
+    if not count.isdigit() or int(count) < 1 or period not in _RATE_PERIODS:
+        raise ImproperlyConfigured(f"{name}={value!r} is not a rate; write <count>/<{'|'.join(_RATE_PERIODS)}>, "
+                                   "e.g. 120/minute")
+    return value

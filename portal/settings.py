@@ -11,13 +11,14 @@ from __future__ import annotations
 import base64
 import binascii
 import secrets
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from exporter import limits as source_limits
-from portal.env import env_bool, env_choice, env_int, env_list, env_str, env_url
+from portal.env import env_bool, env_choice, env_int, env_list, env_rate, env_str, env_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(env_str("CERES_DATA_DIR", str(BASE_DIR / "var")))
@@ -53,25 +54,36 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
-    "rest_framework.authtoken",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "axes",
+    "django_otp",
+    "django_otp.plugins.otp_totp",
     "portal.core",
     "portal.audit",
     "portal.studies",
     "portal.access",
     "portal.recordings",
+    # After axes: its failed-login handler has marked a locked-out request when ours audits it.
+    "portal.accounts",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django_otp.middleware.OTPMiddleware",
+    "portal.accounts.middleware.AuditActorMiddleware",
+    "portal.accounts.middleware.SecondFactorMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "portal.core.middleware.AdminScopeMiddleware",
+    # Last, as axes requires: turns a locked-out login attempt into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "portal.urls"
@@ -114,6 +126,11 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 12}},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+# Axes first: it refuses any attempt from a locked-out user or address before a password is checked.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
 ]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard"
@@ -211,9 +228,16 @@ CELERY_BEAT_SCHEDULE: dict = {
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.SessionAuthentication",
-        "rest_framework.authentication.TokenAuthentication",
+        "portal.accounts.authentication.ApiTokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # Counted per user in the cache (CERES_CACHE_URL: shared by every web process in production).
+    # Anonymous requests are refused before throttling; tokens are 256-bit random, so guessing is no path.
+    "DEFAULT_THROTTLE_CLASSES": ["rest_framework.throttling.UserRateThrottle"],
+    "DEFAULT_THROTTLE_RATES": {
+        "user": env_rate("CERES_API_RATE", "1200/hour"),
+        "token-create": env_rate("CERES_API_TOKEN_CREATE_RATE", "10/hour"),
+    },
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
@@ -225,6 +249,20 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
+    # Swagger UI from the portal's own static files (drf-spectacular-sidecar), never from a CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+}
+
+# --- cache ----------------------------------------------------------------------------------
+# API throttling counts requests here. Several web processes must share one: Redis in production.
+CACHE_URL = env_url("CERES_CACHE_URL", schemes=("redis", "rediss"))
+CACHES = {
+    "default": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL}
+        if CACHE_URL
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    )
 }
 
 # --- security -------------------------------------------------------------------------------
@@ -241,6 +279,63 @@ if HTTPS:
     SECURE_HSTS_SECONDS = env_int("CERES_HSTS_SECONDS", 31536000, minimum=0)
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = True
+
+# Content-Security-Policy on every response: scripts, styles, fonts and images from the portal only,
+# no inline script or style, no framing. Swagger UI draws its icons as data: images.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    },
+}
+
+# Login throttling (django-axes): after CERES_LOGIN_FAILURE_LIMIT wrong passwords in a row for one
+# username, or from one address, further attempts are refused for CERES_LOGIN_LOCKOUT_MINUTES, even
+# with the right password. Every failure, lockout and unlock is an audit event (portal.accounts).
+AXES_FAILURE_LIMIT = env_int("CERES_LOGIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("CERES_LOGIN_LOCKOUT_MINUTES", 30, minimum=1))
+
+
+def _lockout_parameters() -> list:
+    """``username,ip_address``: each counted alone; ``username+ip_address``: the pair counted together."""
+    parameters: list = []
+    for item in env_list("CERES_LOGIN_LOCKOUT_BY", ["username", "ip_address"]):
+        parts = item.split("+")
+        unknown = sorted(set(parts) - {"username", "ip_address", "user_agent"})
+        if unknown:
+            raise ImproperlyConfigured(f"CERES_LOGIN_LOCKOUT_BY: unknown {', '.join(unknown)}; use username, "
+                                       "ip_address or user_agent, joined by + to count a combination")
+        parameters.append(parts if len(parts) > 1 else item)
+    return parameters
+
+
+AXES_LOCKOUT_PARAMETERS = _lockout_parameters()
+AXES_RESET_ON_SUCCESS = True
+# Attempts during a lockout are refused without extending it (and without guessing a password).
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_CLIENT_IP_CALLABLE = "portal.accounts.network.client_ip"
+AXES_VERBOSE = False
+# The portal's own admin pages for failed logins: unlocking there goes through the audited service.
+AXES_ENABLE_ADMIN = False
+# Number of reverse proxies (nginx: 1) whose X-Forwarded-For entries are trusted for the client address.
+CERES_TRUSTED_PROXIES = env_int("CERES_TRUSTED_PROXIES", 0, minimum=0, maximum=5)
+
+# Second factor (django-otp, TOTP). When on, ethics officers and staff must pass it at every login.
+CERES_REQUIRE_2FA = env_bool("CERES_REQUIRE_2FA", False)
+OTP_TOTP_ISSUER = env_str("CERES_TOTP_ISSUER", "CERES Portal")
+
+# API tokens: their lifetime unless the user picks a shorter one, and the most one user may hold.
+CERES_TOKEN_DAYS = env_int("CERES_TOKEN_DAYS", 90, minimum=1, maximum=366)
+CERES_TOKENS_PER_USER = env_int("CERES_TOKENS_PER_USER", 10, minimum=1)
 
 
 def _audio_master_key() -> bytes:

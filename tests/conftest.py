@@ -18,6 +18,15 @@ def test_output() -> Path:
     return TEST_OUTPUT
 
 
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    """The API's request counts live in the cache: no test inherits another's (SQLite reuses user ids)."""
+    yield
+    from django.core.cache import cache
+
+    cache.clear()
+
+
 @pytest.fixture
 def demo(db):
     """The demo study with one user per role (coordinator, ethics1, ethics2, researcher; password ceres-demo-<name>)."""

@@ -21,6 +21,7 @@ from rest_framework import exceptions
 from rest_framework.permissions import BasePermission
 
 from portal.access.models import Role, RoleGrant
+from portal.accounts.models import ApiToken
 from portal.studies.models import Study
 
 
@@ -53,6 +54,24 @@ def studies_for(user) -> QuerySet[Study]:
     if not user.is_authenticated:
         return Study.objects.none()
     return Study.objects.filter(pk__in=_active_grants(user).values("study")).distinct()
+
+
+def _token_study_id(request) -> int | None:
+    token = getattr(request, "auth", None)
+    return token.study_id if isinstance(token, ApiToken) else None
+
+
+def token_allows(request, study: Study) -> bool:
+    """An API token limited to one study opens that study only; sessions and unlimited tokens are not limited."""
+    limited_to = _token_study_id(request)
+    return limited_to is None or limited_to == study.pk
+
+
+def api_studies_for(request) -> QuerySet[Study]:
+    """The studies an API request may see: the user's, narrowed to its token's study if the token is limited."""
+    studies = studies_for(request.user)
+    limited_to = _token_study_id(request)
+    return studies if limited_to is None else studies.filter(pk=limited_to)
 
 
 def roles_by_study(user) -> dict[Study, list[str]]:
@@ -96,6 +115,8 @@ class StudyRolePermission(BasePermission):
         required = view.required_roles
         if isinstance(required, dict):
             required = required.get(getattr(view, "action", None) or request.method.lower(), required.get("*", ()))
+        if not token_allows(request, study):
+            raise PermissionDenied(f"this API token is limited to another study than {study.code}")
         view.study = study
         try:
             view.study_roles = require_role(request.user, study, *required)

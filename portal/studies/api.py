@@ -19,7 +19,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from portal.access.models import Role
-from portal.access.permissions import StudyScopedAPIMixin, active_roles, studies_for
+from portal.access.permissions import StudyScopedAPIMixin, active_roles, api_studies_for
 from portal.studies import services
 from portal.studies.models import ConsentDocument, ConsentEvent, Demonstrator, Headset, Study
 
@@ -84,7 +84,7 @@ class StudyViewSet(viewsets.ReadOnlyModelViewSet):
     lookup_field = "code"
 
     def get_queryset(self):
-        return studies_for(self.request.user).order_by("code")
+        return api_studies_for(self.request).order_by("code")
 
 
 # --- headsets ---------------------------------------------------------------------------------

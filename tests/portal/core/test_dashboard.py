@@ -15,7 +15,8 @@ def test_demo_setup_is_idempotent_and_prints_logins(db, capsys):
     ("coordinator", "coordinator"), ("ethics1", "ethics_officer"), ("researcher", "researcher"),
 ])
 def test_each_role_sees_its_panel(client, demo, username, panel):
-    assert client.login(username=username, password=f"ceres-demo-{username}")
+    signed_in = client.post("/accounts/login/", {"username": username, "password": f"ceres-demo-{username}"})
+    assert signed_in.status_code == 302
     page = client.get("/").content.decode()
     assert f'data-role="{panel}"' in page
     assert demo.title in page

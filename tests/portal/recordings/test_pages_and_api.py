@@ -7,8 +7,8 @@ import shutil
 import pytest
 from django.urls import reverse
 from django_scopes import scope
-from rest_framework.authtoken.models import Token
 
+from portal.accounts.services import issue_token
 from portal.recordings.models import Recording
 from portal.recordings.services.ingest import ingest_path, ingest_received, receive_upload
 
@@ -70,8 +70,7 @@ def test_list_filters_and_quarantine_recheck_page(client, reg, make_capture):
 
 
 def test_api_upload_list_and_recheck(client, reg, make_capture):
-    token = Token.objects.create(user=reg.coordinator)
-    auth = {"authorization": f"Token {token.key}"}
+    auth = {"authorization": f"Token {issue_token(reg.coordinator, name='tests')[1]}"}
     base = f"/api/studies/{reg.study.code}/recordings/"
     with open(zipped(make_capture(reg.claims(headset_id="HS-05"))), "rb") as stream:
         created = client.post(base, {"source": stream}, headers=auth)
@@ -89,8 +88,8 @@ def test_api_upload_list_and_recheck(client, reg, make_capture):
     again = client.post(f"{base}{created.json()['uid']}/recheck/", headers=auth)
     assert again.status_code == 400 and "only a quarantined" in again.json()["detail"]
     assert client.get(f"/api/studies/{reg.study.code}/episodes/", headers=auth).json()["count"] == 0
-    ethics = Token.objects.create(user=reg.ethics)
-    assert client.post(base, {}, headers={"authorization": f"Token {ethics.key}"}).status_code == 403
+    ethics = issue_token(reg.ethics, name="tests")[1]
+    assert client.post(base, {}, headers={"authorization": f"Token {ethics}"}).status_code == 403
 
 
 def test_redelivered_ingest_only_removes_the_upload(reg, make_capture, stored_objects):

@@ -1,15 +1,15 @@
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from portal.accounts.services import issue_token
 from portal.audit.models import AuditEvent
 
 
 @pytest.fixture
 def api(coordinator):
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=coordinator).key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {issue_token(coordinator, name='tests')[1]}")
     return client
 
 

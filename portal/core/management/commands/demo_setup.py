@@ -1,11 +1,13 @@
 """Create a demo study with one user per role and print their logins (idempotent)."""
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from portal.access.models import Role
 from portal.access.services import grant_role
+from portal.accounts import services as accounts
 from portal.studies.models import Study
 from portal.studies.services import create_study
 
@@ -45,3 +47,16 @@ class Command(BaseCommand):
             lines.append(f"  {Role(roles[0]).label:<18} {username:<12} {password}")
         self.stdout.write(f"Demo study '{study.code}' ready. Logins (role, username, password):")
         self.stdout.write("\n".join(lines))
+        self.stdout.write(self._second_factor(actor, User))
+
+    def _second_factor(self, actor: str, User) -> str:
+        if not settings.CERES_REQUIRE_2FA:
+            return ("Second factor: off (CERES_REQUIRE_2FA is not set); any user may still set one up under their "
+                    "account page.")
+        lines = ["Second factor: on (CERES_REQUIRE_2FA=1). TOTP secrets of the demo accounts that need one "
+                 "(add them to an authenticator app):"]
+        for user in User.objects.filter(username__in=["admin", "ethics1", "ethics2"]).order_by("username"):
+            if accounts.second_factor_required_by_rule(user):
+                device = accounts.confirmed_device(user) or accounts.provision_second_factor(actor, user)
+                lines.append(f"  {user.username:<12} {accounts.totp_secret(device)}")
+        return "\n".join(lines)

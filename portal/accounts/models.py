@@ -1,0 +1,37 @@
+"""API tokens: only a hash of each key is stored; the key is shown once, when it is made."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+
+class ApiToken(models.Model):
+    """A key for the REST API, owned by one user, valid until ``expires_at``, optionally for one study.
+
+    ``key_hash`` is the SHA-256 of the key (the key is 256 random bits, so a fast hash is enough);
+    ``prefix`` is the key's first characters, shown so that a user can tell their tokens apart.
+    """
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=8)
+    key_hash = models.CharField(max_length=64, unique=True)
+    study = models.ForeignKey("studies.Study", on_delete=models.CASCADE, null=True, blank=True,
+                              related_name="+", help_text="If set, the token opens this study only.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["user__username", "-created_at"]
+        verbose_name = "API token"
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…) of {self.user}"
+
+    def is_expired(self, at: datetime | None = None) -> bool:
+        return self.expires_at <= (at or timezone.now())

@@ -1,0 +1,116 @@
+"""Account pages: API tokens, the second factor, and a coordinator's view of locked-out study members."""
+
+from __future__ import annotations
+
+import segno
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_POST
+from django_otp import login as otp_login
+
+from portal.access.models import Role
+from portal.access.permissions import study_view
+from portal.accounts import services
+from portal.accounts.forms import CodeForm, TokenForm, UnlockForm
+from portal.accounts.models import ApiToken
+from portal.accounts.network import client_ip
+from portal.studies.models import Study
+
+
+@never_cache
+@login_required
+def account(request: HttpRequest) -> HttpResponse:
+    """The user's API tokens (make, list, revoke) and the state of their second factor."""
+    form = TokenForm(request.user)
+    new_key = None
+    if request.method == "POST":
+        form = TokenForm(request.user, request.POST)
+        if form.is_valid():
+            try:
+                token, new_key = services.issue_token(request.user, name=form.cleaned_data["name"],
+                                                      study=form.cleaned_data["study"], days=form.cleaned_data["days"])
+            except services.AccountError as exc:
+                form.add_error(None, str(exc))
+            else:
+                form = TokenForm(request.user)
+                messages.success(request, f"Token “{token.name}” made. Copy its key now: it is not shown again.")
+    return render(request, "accounts/account.html", {
+        "form": form, "new_key": new_key, "tokens": services.tokens_of(request.user),
+        "device": services.confirmed_device(request.user),
+        "required_by_rule": services.second_factor_required_by_rule(request.user),
+    }, status=400 if request.method == "POST" and new_key is None else 200)
+
+
+@require_POST
+@login_required
+def revoke_token(request: HttpRequest, pk: int) -> HttpResponse:
+    token = get_object_or_404(ApiToken, pk=pk, user=request.user)
+    services.revoke_token(request.user, token)
+    messages.success(request, f"Token “{token.name}” ({token.prefix}…) revoked.")
+    return redirect("account")
+
+
+@never_cache
+@login_required
+def second_factor(request: HttpRequest) -> HttpResponse:
+    """Pass the second factor, or set one up (enrolment) when the account has none yet."""
+    next_url = request.POST.get("next") or request.GET.get("next") or ""
+    if not url_has_allowed_host_and_scheme(next_url, {request.get_host()}, require_https=request.is_secure()):
+        next_url = ""
+    device = services.confirmed_device(request.user)
+    if device is not None and request.user.is_verified():
+        return redirect(next_url or "account")
+    form = CodeForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            if device is None:
+                device = services.confirm_enrolment(request.user, form.cleaned_data["code"], ip=client_ip(request))
+                messages.success(request, "Second factor set up: you will be asked for a code at every sign-in.")
+            else:
+                device = services.check_second_factor(request.user, form.cleaned_data["code"], ip=client_ip(request))
+        except services.AccountError as exc:
+            form.add_error("code", str(exc))
+        else:
+            otp_login(request, device)
+            return redirect(next_url or "dashboard")
+    context = {"form": form, "next": next_url, "enrolling": device is None}
+    if device is None:
+        pending = services.start_enrolment(request.user)
+        context["secret"] = services.totp_secret(pending)
+        context["qr_svg"] = segno.make(pending.config_url, error="m").svg_inline(
+            scale=4, title="QR code for the authenticator app")
+    return render(request, "accounts/second_factor.html", context, status=400 if form.errors else 200)
+
+
+@require_POST
+@login_required
+def remove_second_factor(request: HttpRequest) -> HttpResponse:
+    try:
+        services.remove_second_factor(request.user, request.user)
+    except services.AccountError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, "Second factor removed.")
+    return redirect("account")
+
+
+@study_view(Role.COORDINATOR)
+def study_lockouts(request: HttpRequest, study: Study) -> HttpResponse:
+    """Members of the study locked out after wrong passwords; the coordinator can unlock them."""
+    form = UnlockForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            services.unlock_in_study(request.user, study, form.cleaned_data["username"])
+        except services.AccountError as exc:
+            messages.error(request, str(exc))
+        else:
+            messages.success(request, f"{form.cleaned_data['username']} can sign in again.")
+        return redirect("study-lockouts", study.code)
+    members = set(study.role_grants.values_list("user__username", flat=True))
+    return render(request, "accounts/lockouts.html", {
+        "study": study, "lockouts": services.current_lockouts(usernames=members),
+    })
