@@ -56,7 +56,7 @@ def make_user(db):
 
 @pytest.fixture
 def make_study(db):
-    from portal.studies.services import create_study
+    from portal.studies.services.study import create_study
 
     def make(code: str, **fields):
         fields.setdefault("title", f"Study {code}")

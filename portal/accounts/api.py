@@ -65,11 +65,8 @@ class ApiTokenViewSet(mixins.ListModelMixin, mixins.CreateModelMixin, mixins.Des
         study = studies_for(request.user).filter(code=code).first() if code else None
         if code and study is None:
             raise ValidationError({"study": f"you hold no role in a study {code!r}"})
-        try:
-            token, key = services.issue_token(request.user, name=given.validated_data["name"], study=study,
-                                              days=given.validated_data.get("days"))
-        except services.AccountError as exc:
-            raise ValidationError({"detail": str(exc)}) from None
+        token, key = services.issue_token(request.user, name=given.validated_data["name"], study=study,
+                                          days=given.validated_data.get("days"))
         token.key = key
         return Response(CreatedApiTokenSerializer(token).data, status=status.HTTP_201_CREATED)
 

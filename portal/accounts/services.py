@@ -21,10 +21,11 @@ from portal.access.models import Role
 from portal.access.permissions import active_roles, has_role, roles_by_study
 from portal.accounts.models import ApiToken
 from portal.audit.services import record
+from portal.core.errors import ServiceError
 from portal.studies.models import Study
 
 
-class AccountError(ValueError):
+class AccountError(ServiceError):
     """A request about an account that cannot be done; the message says why."""
 
 

@@ -18,6 +18,7 @@ from portal.accounts import services
 from portal.accounts.forms import CodeForm, TokenForm, UnlockForm
 from portal.accounts.models import ApiToken
 from portal.accounts.network import client_ip
+from portal.core.errors import refusals
 from portal.studies.models import Study
 
 
@@ -30,12 +31,10 @@ def account(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         form = TokenForm(request.user, request.POST)
         if form.is_valid():
-            try:
+            with refusals(form=form) as outcome:
                 token, new_key = services.issue_token(request.user, name=form.cleaned_data["name"],
                                                       study=form.cleaned_data["study"], days=form.cleaned_data["days"])
-            except services.AccountError as exc:
-                form.add_error(None, str(exc))
-            else:
+            if not outcome.refused:
                 form = TokenForm(request.user)
                 messages.success(request, f"Token “{token.name}” made. Copy its key now: it is not shown again.")
     return render(request, "accounts/account.html", {
@@ -66,15 +65,13 @@ def second_factor(request: HttpRequest) -> HttpResponse:
         return redirect(next_url or "account")
     form = CodeForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        try:
+        with refusals(form=form, field="code") as outcome:
             if device is None:
                 device = services.confirm_enrolment(request.user, form.cleaned_data["code"], ip=client_ip(request))
                 messages.success(request, "Second factor set up: you will be asked for a code at every sign-in.")
             else:
                 device = services.check_second_factor(request.user, form.cleaned_data["code"], ip=client_ip(request))
-        except services.AccountError as exc:
-            form.add_error("code", str(exc))
-        else:
+        if not outcome.refused:
             otp_login(request, device)
             return redirect(next_url or "dashboard")
     context = {"form": form, "next": next_url, "enrolling": device is None}
@@ -89,11 +86,9 @@ def second_factor(request: HttpRequest) -> HttpResponse:
 @require_POST
 @login_required
 def remove_second_factor(request: HttpRequest) -> HttpResponse:
-    try:
+    with refusals(request) as outcome:
         services.remove_second_factor(request.user, request.user)
-    except services.AccountError as exc:
-        messages.error(request, str(exc))
-    else:
+    if not outcome.refused:
         messages.success(request, "Second factor removed.")
     return redirect("account")
 
@@ -103,11 +98,9 @@ def study_lockouts(request: HttpRequest, study: Study) -> HttpResponse:
     """Members of the study locked out after wrong passwords; the coordinator can unlock them."""
     form = UnlockForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        try:
+        with refusals(request) as outcome:
             services.unlock_in_study(request.user, study, form.cleaned_data["username"])
-        except services.AccountError as exc:
-            messages.error(request, str(exc))
-        else:
+        if not outcome.refused:
             messages.success(request, f"{form.cleaned_data['username']} can sign in again.")
         return redirect("study-lockouts", study.code)
     members = set(study.role_grants.values_list("user__username", flat=True))

@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib import messages
-from rest_framework.response import Response
-from rest_framework.views import exception_handler
 
 
 class ServiceError(Exception):
@@ -60,8 +58,12 @@ def refusals(request=None, *, form=None, field: str | None = None) -> Iterator[R
             messages.error(request, str(error))
 
 
-def api_exception_handler(exc: Exception, context: dict) -> Response | None:
+def api_exception_handler(exc: Exception, context: dict):
     """The API: a ``ServiceError`` answers with its status and ``{"detail": message, ...details}``."""
+    # Imported here: DRF's settings import the authentication classes, which raise ServiceErrors.
+    from rest_framework.response import Response
+    from rest_framework.views import exception_handler
+
     if isinstance(exc, ServiceError):
         return Response({"detail": str(exc), **exc.details()}, status=exc.status)
     return exception_handler(exc, context)

@@ -3,8 +3,10 @@
 from django.contrib import admin, messages
 
 from portal.core.admin import ReadOnlyAdmin
-from portal.studies import services
+from portal.core.errors import ServiceError
 from portal.studies.models import ConsentDocument, ConsentEvent, DataUseAgreement, Demonstrator, Headset, Study
+from portal.studies.services import consent as consent_service
+from portal.studies.services import study as study_service
 
 
 @admin.register(Study)
@@ -20,7 +22,7 @@ class StudyAdmin(admin.ModelAdmin):
     def save_model(self, request, obj, form, change):
         if change:
             return
-        created = services.create_study(
+        created = study_service.create_study(
             request.user, code=obj.code, title=obj.title, project_id=obj.project_id, status=obj.status,
             audio_policy=obj.audio_policy, audio_retain_days=obj.audio_retain_days,
             approvals_required=obj.approvals_required,
@@ -63,8 +65,8 @@ class ConsentDocumentAdmin(ReadOnlyAdmin):
     def accept(self, request, queryset):
         for document in queryset:
             try:
-                services.accept_consent_document(request.user, document)
-            except services.RegistryError as exc:
+                consent_service.accept_consent_document(request.user, document)
+            except ServiceError as exc:
                 self.message_user(request, f"{document}: {exc}", messages.ERROR)
             else:
                 self.message_user(request, f"{document} accepted.", messages.SUCCESS)

@@ -1,7 +1,8 @@
 """REST API of the study registry, under ``/api/studies/`` and ``/api/studies/<study_code>/...``.
 
-The same ``services`` functions as the pages do every change; a RegistryError becomes a 400 with
-its message. Lists are paginated (``?page=``) and take the filters documented in the schema.
+The same service functions as the pages do every change; a refusal becomes a 400 with its message
+(``portal.core.errors.api_exception_handler``). Lists are paginated (``?page=``) and take the filters
+documented in the schema.
 """
 
 from __future__ import annotations
@@ -20,18 +21,14 @@ from rest_framework.response import Response
 
 from portal.access.models import Role
 from portal.access.permissions import StudyScopedAPIMixin, active_roles, api_studies_for
-from portal.studies import services
 from portal.studies.models import ConsentDocument, ConsentEvent, Demonstrator, Headset, Study
+from portal.studies.services import consent as consent_service
+from portal.studies.services import demonstrators as demonstrator_service
+from portal.studies.services import headsets as headset_service
+from portal.studies.services import study as study_service
 
 COORDINATOR, ETHICS = Role.COORDINATOR, Role.ETHICS_OFFICER
 READ_ROLES = (COORDINATOR, ETHICS)
-
-
-def _call(service, *args, **kwargs):
-    try:
-        return service(*args, **kwargs)
-    except services.RegistryError as exc:
-        raise ValidationError({"detail": str(exc)}) from None
 
 
 def _flag(request: Request, name: str) -> bool | None:
@@ -73,7 +70,7 @@ class StudySerializer(serializers.ModelSerializer):
         return sorted(active_roles(self.context["request"].user, study))
 
     def get_data_use_agreement_version(self, study: Study) -> int | None:
-        agreement = services.current_data_use_agreement(study)
+        agreement = study_service.current_data_use_agreement(study)
         return agreement.version if agreement else None
 
 
@@ -131,7 +128,7 @@ class HeadsetViewSet(StudyScopedAPIMixin, mixins.ListModelMixin, mixins.Retrieve
 
     def perform_create(self, serializer):
         data = serializer.validated_data
-        serializer.instance = _call(services.register_headset, self.request.user, self.study,
+        serializer.instance = headset_service.register_headset(self.request.user, self.study,
                                     headset_id=data["headset_id"], model=data.get("model", ""))
 
     @extend_schema(request={"multipart/form-data": HeadsetImportSerializer}, responses=HeadsetSerializer(many=True))
@@ -139,14 +136,7 @@ class HeadsetViewSet(StudyScopedAPIMixin, mixins.ListModelMixin, mixins.Retrieve
     def import_csv(self, request: Request, study_code: str) -> Response:
         form = HeadsetImportSerializer(data=request.data)
         form.is_valid(raise_exception=True)
-        try:
-            headsets = services.import_headsets_csv(request.user, self.study, form.validated_data["csv_file"])
-        except services.HeadsetImportError as exc:
-            return Response({"detail": str(exc), "errors": [{"row": row, "reason": reason}
-                                                            for row, reason in exc.errors]},
-                            status=status.HTTP_400_BAD_REQUEST)
-        except services.RegistryError as exc:
-            raise ValidationError({"detail": str(exc)}) from None
+        headsets = headset_service.import_headsets_csv(request.user, self.study, form.validated_data["csv_file"])
         return Response(HeadsetSerializer(headsets, many=True).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=RetireSerializer, responses=HeadsetSerializer)
@@ -155,7 +145,7 @@ class HeadsetViewSet(StudyScopedAPIMixin, mixins.ListModelMixin, mixins.Retrieve
         headset = self.get_object()
         form = RetireSerializer(data=request.data)
         form.is_valid(raise_exception=True)
-        _call(services.retire_headset, request.user, headset, form.validated_data["retired_on"])
+        headset_service.retire_headset(request.user, headset, form.validated_data["retired_on"])
         return Response(HeadsetSerializer(headset).data)
 
 
@@ -197,12 +187,13 @@ class DemonstratorViewSet(StudyScopedAPIMixin, mixins.ListModelMixin, mixins.Ret
         if params.get("headset"):
             demonstrators = demonstrators.filter(headset__headset_id=params["headset"])
         if params.get("designator"):
-            demonstrators = demonstrators.filter(designator=services.normalise_designator(params["designator"]))
+            designator = demonstrator_service.normalise_designator(params["designator"])
+            demonstrators = demonstrators.filter(designator=designator)
         return demonstrators
 
     def perform_create(self, serializer):
         data = serializer.validated_data
-        serializer.instance = _call(services.create_demonstrator, self.request.user, self.study,
+        serializer.instance = demonstrator_service.create_demonstrator(self.request.user, self.study,
                                     designator=data.get("designator", ""), headset=data.get("headset"))
 
     @extend_schema(parameters=[
@@ -216,7 +207,7 @@ class DemonstratorViewSet(StudyScopedAPIMixin, mixins.ListModelMixin, mixins.Ret
             on_date = date.fromisoformat(request.query_params.get("date") or timezone.localdate().isoformat())
         except ValueError:
             raise ValidationError({"date": "expected YYYY-MM-DD"}) from None
-        coverage = _call(services.consent_coverage, demonstrator, on_date, request.query_params.get("scope", ""))
+        coverage = consent_service.consent_coverage(demonstrator, on_date, request.query_params.get("scope", ""))
         return Response({"covered": coverage.covered, "reason": coverage.reason,
                          "event": coverage.event.pk if coverage.event else None,
                          "document": str(coverage.document) if coverage.document else None})
@@ -263,7 +254,7 @@ class ConsentDocumentViewSet(StudyScopedAPIMixin, mixins.ListModelMixin, mixins.
 
     def perform_create(self, serializer):
         data = serializer.validated_data
-        serializer.instance = _call(services.upload_consent_document, self.request.user, self.study,
+        serializer.instance = consent_service.upload_consent_document(self.request.user, self.study,
                                     identifier=data["identifier"], version=data["version"],
                                     issued_on=data.get("issued_on"), uploaded_file=data["file"])
 
@@ -271,7 +262,7 @@ class ConsentDocumentViewSet(StudyScopedAPIMixin, mixins.ListModelMixin, mixins.
     @action(detail=True, methods=["post"])
     def accept(self, request: Request, study_code: str, pk: str) -> Response:
         document = self.get_object()
-        _call(services.accept_consent_document, request.user, document)
+        consent_service.accept_consent_document(request.user, document)
         return Response(ConsentDocumentSerializer(document).data)
 
 
@@ -317,7 +308,8 @@ class ConsentEventViewSet(StudyScopedAPIMixin, mixins.ListModelMixin, mixins.Ret
             "event_date", "pk")
         params = self.request.query_params
         if params.get("demonstrator"):
-            events = events.filter(demonstrator__designator=services.normalise_designator(params["demonstrator"]))
+            designator = demonstrator_service.normalise_designator(params["demonstrator"])
+            events = events.filter(demonstrator__designator=designator)
         if params.get("kind"):
             events = events.filter(kind=params["kind"])
         return events
@@ -325,9 +317,9 @@ class ConsentEventViewSet(StudyScopedAPIMixin, mixins.ListModelMixin, mixins.Ret
     def perform_create(self, serializer):
         data = serializer.validated_data
         if data["kind"] == ConsentEvent.Kind.GIVEN:
-            serializer.instance = _call(services.give_consent, self.request.user, data["demonstrator"],
+            serializer.instance = consent_service.give_consent(self.request.user, data["demonstrator"],
                                         document=data["document"], consent_date=data["event_date"],
                                         scopes=data.get("scopes", []))
         else:
-            serializer.instance = _call(services.withdraw_consent, self.request.user, data["demonstrator"],
+            serializer.instance = consent_service.withdraw_consent(self.request.user, data["demonstrator"],
                                         withdrawal_date=data["event_date"], reason=data.get("reason", ""))

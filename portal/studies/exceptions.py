@@ -22,7 +22,7 @@ class HeadsetImportError(RegistryError):
         self.errors = errors
         shown = "; ".join(f"row {row}: {reason}" for row, reason in errors[:10])
         more = f" (and {len(errors) - 10} more)" if len(errors) > 10 else ""
-        super().__init__(f"{len(errors)} bad row(s), nothing imported: {shown}{more}")
+        super().__init__(f"{len(errors)} bad row(s); nothing was imported. {shown}{more}")
 
     def details(self) -> dict[str, Any]:
         return {"errors": [{"row": row, "reason": reason} for row, reason in self.errors]}

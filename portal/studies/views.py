@@ -1,4 +1,4 @@
-"""Registry pages. Each view parses a form and calls ``services``; a RegistryError becomes a form error."""
+"""Registry pages. Each view parses a form and calls a service; a refusal becomes a form error or a message."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from django.views.decorators.http import require_POST
 
 from portal.access.models import Role
 from portal.access.permissions import study_view
-from portal.studies import services
+from portal.core.errors import refusals
+from portal.studies.exceptions import HeadsetImportError
 from portal.studies.forms import (
     ApprovalsForm,
     AudioPolicyForm,
@@ -29,24 +30,26 @@ from portal.studies.forms import (
     WithdrawalForm,
 )
 from portal.studies.models import ConsentDocument, ConsentEvent, Demonstrator, Headset
+from portal.studies.services import consent as consent_service
+from portal.studies.services import demonstrators as demonstrator_service
+from portal.studies.services import headsets as headset_service
+from portal.studies.services import study as study_service
 
 COORDINATOR, ETHICS = Role.COORDINATOR, Role.ETHICS_OFFICER
 
 
 def _attempt(form: forms.Form, field: str | None, service: Callable, *args, **kwargs):
-    """Call a service; on RegistryError put its message on ``field`` and return None."""
-    try:
+    """Call a service; when it refuses, its message goes on the form's ``field`` and None is returned."""
+    with refusals(form=form, field=field):
         return service(*args, **kwargs)
-    except services.RegistryError as exc:
-        form.add_error(field, str(exc))
-        return None
+    return None
 
 
 @study_view(COORDINATOR, ETHICS, Role.RESEARCHER)
 def overview(request: HttpRequest, study) -> HttpResponse:
     registry = COORDINATOR in request.study_roles or ETHICS in request.study_roles
     context = {"study": study, "roles": request.study_roles, "registry": registry,
-               "agreement": services.current_data_use_agreement(study)}
+               "agreement": study_service.current_data_use_agreement(study)}
     if registry:
         context["counts"] = {
             "headsets": Headset.objects.filter(retired_on__isnull=True).count(),
@@ -71,7 +74,7 @@ def _settings_page(request, study, **forms_by_name) -> HttpResponse:
                                                 "retain_days": study.audio_retain_days}),
         "approvals_form": ApprovalsForm(initial={"approvals_required": study.approvals_required}),
         "agreement_form": DataUseAgreementForm(),
-        "agreement": services.current_data_use_agreement(study),
+        "agreement": study_service.current_data_use_agreement(study),
         **forms_by_name,
     }
     return render(request, "studies/settings.html", context, status=400 if forms_by_name else 200)
@@ -86,7 +89,7 @@ def study_settings(request: HttpRequest, study) -> HttpResponse:
 @study_view(COORDINATOR)
 def set_status(request: HttpRequest, study) -> HttpResponse:
     form = StudyStatusForm(request.POST)
-    if form.is_valid() and _attempt(form, "status", services.set_study_status, request.user, study,
+    if form.is_valid() and _attempt(form, "status", study_service.set_study_status, request.user, study,
                                     form.cleaned_data["status"]):
         messages.success(request, f"Study status is now {study.get_status_display().lower()}.")
         return redirect("study-settings", study.code)
@@ -97,7 +100,7 @@ def set_status(request: HttpRequest, study) -> HttpResponse:
 @study_view(COORDINATOR)
 def set_audio_policy(request: HttpRequest, study) -> HttpResponse:
     form = AudioPolicyForm(request.POST)
-    if form.is_valid() and _attempt(form, "audio_policy", services.set_audio_policy, request.user, study,
+    if form.is_valid() and _attempt(form, "audio_policy", study_service.set_audio_policy, request.user, study,
                                     form.cleaned_data["audio_policy"], retain_days=form.cleaned_data["retain_days"]):
         messages.success(request, f"Raw-audio policy is now {study.audio_policy_label}.")
         return redirect("study-settings", study.code)
@@ -108,7 +111,7 @@ def set_audio_policy(request: HttpRequest, study) -> HttpResponse:
 @study_view(COORDINATOR)
 def set_approvals(request: HttpRequest, study) -> HttpResponse:
     form = ApprovalsForm(request.POST)
-    if form.is_valid() and _attempt(form, "approvals_required", services.set_approvals_required, request.user,
+    if form.is_valid() and _attempt(form, "approvals_required", study_service.set_approvals_required, request.user,
                                     study, form.cleaned_data["approvals_required"]):
         messages.success(request, f"A release now needs {study.approvals_required} approval(s).")
         return redirect("study-settings", study.code)
@@ -120,7 +123,7 @@ def set_approvals(request: HttpRequest, study) -> HttpResponse:
 def publish_agreement(request: HttpRequest, study) -> HttpResponse:
     form = DataUseAgreementForm(request.POST)
     if form.is_valid():
-        agreement = _attempt(form, "text", services.publish_data_use_agreement, request.user, study,
+        agreement = _attempt(form, "text", study_service.publish_data_use_agreement, request.user, study,
                              text=form.cleaned_data["text"])
         if agreement:
             messages.success(request, f"Data-use agreement v{agreement.version} published.")
@@ -149,7 +152,7 @@ def headsets(request: HttpRequest, study) -> HttpResponse:
         return _headsets_page(request, study)
     form = HeadsetForm(request.POST)
     if form.is_valid():
-        headset = _attempt(form, "headset_id", services.register_headset, request.user, study,
+        headset = _attempt(form, "headset_id", headset_service.register_headset, request.user, study,
                            headset_id=form.cleaned_data["headset_id"], model=form.cleaned_data["model"])
         if headset:
             messages.success(request, f"Headset {headset.headset_id} registered.")
@@ -162,16 +165,13 @@ def headsets(request: HttpRequest, study) -> HttpResponse:
 def import_headsets(request: HttpRequest, study) -> HttpResponse:
     form = HeadsetImportForm(request.POST, request.FILES)
     if form.is_valid():
-        try:
-            imported = services.import_headsets_csv(request.user, study, form.cleaned_data["csv_file"])
-        except services.HeadsetImportError as exc:
-            form.add_error("csv_file", f"{len(exc.errors)} bad row(s); nothing was imported.")
-            return _headsets_page(request, study, import_form=form, import_errors=exc.errors)
-        except services.RegistryError as exc:
-            form.add_error("csv_file", str(exc))
-        else:
+        with refusals(form=form, field="csv_file") as outcome:
+            imported = headset_service.import_headsets_csv(request.user, study, form.cleaned_data["csv_file"])
+        if not outcome.refused:
             messages.success(request, f"{len(imported)} headsets imported.")
             return redirect("study-headsets", study.code)
+        if isinstance(outcome.error, HeadsetImportError):
+            return _headsets_page(request, study, import_form=form, import_errors=outcome.error.errors)
     return _headsets_page(request, study, import_form=form)
 
 
@@ -180,7 +180,7 @@ def import_headsets(request: HttpRequest, study) -> HttpResponse:
 def retire_headset(request: HttpRequest, study, headset_pk: int) -> HttpResponse:
     headset = get_object_or_404(Headset, pk=headset_pk)
     form = RetireHeadsetForm(request.POST)
-    if form.is_valid() and _attempt(form, "retired_on", services.retire_headset, request.user, headset,
+    if form.is_valid() and _attempt(form, "retired_on", headset_service.retire_headset, request.user, headset,
                                     form.cleaned_data["retired_on"]):
         messages.success(request, f"Headset {headset.headset_id} retired from {headset.retired_on}.")
     else:
@@ -218,7 +218,7 @@ def create_demonstrator(request: HttpRequest, study) -> HttpResponse:
     if form.is_valid():
         # The Generate button ignores anything typed into the designator field.
         typed = "" if "generate" in request.POST else form.cleaned_data["designator"]
-        demonstrator = _attempt(form, "designator", services.create_demonstrator, request.user, study,
+        demonstrator = _attempt(form, "designator", demonstrator_service.create_demonstrator, request.user, study,
                                 designator=typed, headset=form.cleaned_data["headset"])
         if demonstrator:
             messages.success(request, f"Demonstrator {demonstrator.designator} registered.")
@@ -232,7 +232,7 @@ def _demonstrator_page(request, study, demonstrator, *, consent_form=None, withd
         "study": study,
         "demonstrator": demonstrator,
         "events": demonstrator.consent_events.select_related("document", "recorded_by").order_by("event_date", "pk"),
-        "coverage": [(label, services.consent_coverage(demonstrator, today, value))
+        "coverage": [(label, consent_service.consent_coverage(demonstrator, today, value))
                      for value, label in ConsentEvent.Scope.choices],
         "today": today,
         "can_edit": COORDINATOR in request.study_roles,
@@ -252,7 +252,7 @@ def demonstrator_detail(request: HttpRequest, study, demonstrator_pk: int) -> Ht
 def give_consent(request: HttpRequest, study, demonstrator_pk: int) -> HttpResponse:
     demonstrator = get_object_or_404(Demonstrator, pk=demonstrator_pk)
     form = ConsentForm(request.POST, documents=ConsentDocument.objects.all())
-    if form.is_valid() and _attempt(form, "consent_date", services.give_consent, request.user, demonstrator,
+    if form.is_valid() and _attempt(form, "consent_date", consent_service.give_consent, request.user, demonstrator,
                                     document=form.cleaned_data["document"],
                                     consent_date=form.cleaned_data["consent_date"],
                                     scopes=form.cleaned_data["scopes"]):
@@ -266,8 +266,8 @@ def give_consent(request: HttpRequest, study, demonstrator_pk: int) -> HttpRespo
 def withdraw_consent(request: HttpRequest, study, demonstrator_pk: int) -> HttpResponse:
     demonstrator = get_object_or_404(Demonstrator, pk=demonstrator_pk)
     form = WithdrawalForm(request.POST)
-    if form.is_valid() and _attempt(form, "withdrawal_date", services.withdraw_consent, request.user, demonstrator,
-                                    withdrawal_date=form.cleaned_data["withdrawal_date"],
+    if form.is_valid() and _attempt(form, "withdrawal_date", consent_service.withdraw_consent, request.user,
+                                    demonstrator, withdrawal_date=form.cleaned_data["withdrawal_date"],
                                     reason=form.cleaned_data["reason"]):
         messages.success(request, f"Withdrawal recorded for {demonstrator.designator}.")
         return redirect("study-demonstrator", study.code, demonstrator.pk)
@@ -300,7 +300,7 @@ def upload_consent_document(request: HttpRequest, study) -> HttpResponse:
     form = ConsentDocumentForm(request.POST, request.FILES)
     if form.is_valid():
         data = form.cleaned_data
-        document = _attempt(form, "document", services.upload_consent_document, request.user, study,
+        document = _attempt(form, "document", consent_service.upload_consent_document, request.user, study,
                             identifier=data["identifier"], version=data["version"], issued_on=data["issued_on"],
                             uploaded_file=data["document"])
         if document:
@@ -313,7 +313,7 @@ def upload_consent_document(request: HttpRequest, study) -> HttpResponse:
 def consent_document_file(request: HttpRequest, study, document_pk: int) -> FileResponse:
     document = get_object_or_404(ConsentDocument, pk=document_pk)
     extension = document.file_name.rsplit(".", 1)[-1]
-    return FileResponse(services.open_consent_document(document), content_type=document.media_type,
+    return FileResponse(consent_service.open_consent_document(document), content_type=document.media_type,
                         as_attachment=extension != "txt",
                         filename=f"{document.identifier}-v{document.version}.{extension}")
 
@@ -322,10 +322,8 @@ def consent_document_file(request: HttpRequest, study, document_pk: int) -> File
 @study_view(ETHICS)
 def accept_consent_document(request: HttpRequest, study, document_pk: int) -> HttpResponse:
     document = get_object_or_404(ConsentDocument, pk=document_pk)
-    try:
-        services.accept_consent_document(request.user, document)
-    except services.RegistryError as exc:
-        messages.error(request, str(exc))
-    else:
+    with refusals(request) as outcome:
+        consent_service.accept_consent_document(request.user, document)
+    if not outcome.refused:
         messages.success(request, f"Consent document {document} accepted.")
     return redirect("study-consent-documents", study.code)

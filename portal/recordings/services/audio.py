@@ -17,8 +17,8 @@ from portal.core import storage
 from portal.recordings import crypto
 from portal.recordings.models import AudioKey, PurgeReceipt, Recording
 from portal.recordings.services.history import note, snapshot
-from portal.studies import services as registry
 from portal.studies.models import ConsentEvent, Demonstrator, Study
+from portal.studies.services.consent import is_covered
 
 AUDIO_RETENTION = ConsentEvent.Scope.RAW_AUDIO_RETENTION
 
@@ -125,7 +125,7 @@ def _purge_rule(recording: Recording, now: datetime) -> str | None:
     if policy == Study.AudioPolicy.RETAIN_DAYS and recording.recorded_at + timedelta(days=days) <= now:
         return f"retain-days {days}"
     if (recording.state != Recording.State.QUARANTINED and recording.demonstrator is not None
-            and not registry.is_covered(recording.demonstrator, recording.recorded_on, AUDIO_RETENTION)):
+            and not is_covered(recording.demonstrator, recording.recorded_on, AUDIO_RETENTION)):
         return "consent does not cover raw-audio retention"
     return None
 

@@ -24,8 +24,8 @@ from portal.recordings.exceptions import ExportBusy, PipelineError
 from portal.recordings.models import Episode, Recording, StudyDataset
 from portal.recordings.services import audio
 from portal.recordings.services.history import lock_fresh, note, set_state
-from portal.studies import services as registry
 from portal.studies.models import ConsentEvent, Study
+from portal.studies.services.consent import consent_coverage
 
 State = Recording.State
 RELEASE = ConsentEvent.Scope.EPISODE_RELEASE
@@ -83,7 +83,7 @@ def allocate_episode(recording: Recording) -> Episode:
 
 def study_block(recording: Recording) -> dict[str, Any]:
     """The episode metadata's study block, from the registry (not the recorder's claims) and the audio decision."""
-    coverage = registry.consent_coverage(recording.demonstrator, recording.recorded_on, RELEASE)
+    coverage = consent_coverage(recording.demonstrator, recording.recorded_on, RELEASE)
     return {
         "headset_id": recording.headset.headset_id if recording.headset else None,
         "demonstrator_id": recording.demonstrator.designator if recording.demonstrator else None,

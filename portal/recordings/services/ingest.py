@@ -23,8 +23,11 @@ from portal.recordings.exceptions import PipelineError
 from portal.recordings.models import Recording
 from portal.recordings.services import audio
 from portal.recordings.services.history import lock_fresh, set_state
-from portal.studies import services as registry
+from portal.studies.exceptions import RegistryError
 from portal.studies.models import ConsentEvent, Demonstrator, Headset, Study
+from portal.studies.services.consent import consent_coverage, is_covered
+from portal.studies.services.demonstrators import create_demonstrator, normalise_designator, registered_demonstrator
+from portal.studies.services.headsets import headset_for_recording
 
 State = Recording.State
 RELEASE = ConsentEvent.Scope.EPISODE_RELEASE
@@ -227,20 +230,20 @@ def check_registry(recording: Recording) -> RegistryCheck:
         problems.append("capture.json has no study.headset_id")
     else:
         try:
-            check.headset = registry.headset_for_recording(study, claims["headset_id"], on)
-        except registry.RegistryError as exc:
+            check.headset = headset_for_recording(study, claims["headset_id"], on)
+        except RegistryError as exc:
             problems.append(str(exc))
     check.demonstrator = recording.demonstrator
     if check.demonstrator is None:
         try:
-            check.demonstrator = registry.registered_demonstrator(study, claims.get("demonstrator_id") or "")
-        except registry.RegistryError as exc:
+            check.demonstrator = registered_demonstrator(study, claims.get("demonstrator_id") or "")
+        except RegistryError as exc:
             problems.append(str(exc))
     if check.demonstrator is not None:
-        release = registry.consent_coverage(check.demonstrator, on, RELEASE)
+        release = consent_coverage(check.demonstrator, on, RELEASE)
         if not release.covered:
             problems.append(f"demonstrator {check.demonstrator.designator}: {release.reason}")
-        check.audio_consent = registry.is_covered(check.demonstrator, on, AUDIO_RETENTION)
+        check.audio_consent = is_covered(check.demonstrator, on, AUDIO_RETENTION)
     return check
 
 
@@ -279,8 +282,8 @@ def register_demonstrator(actor, recording: Recording) -> Demonstrator:
         if claimed_headset and recording.headset is None:
             raise PipelineError(f"register headset {claimed_headset!r} and re-check first: the designator's family "
                                 f"pair comes from the headset")
-        claimed = registry.normalise_designator(recording.claims.get("demonstrator_id") or "")
-        demonstrator = registry.create_demonstrator(actor, recording.study, designator=claimed,
+        claimed = normalise_designator(recording.claims.get("demonstrator_id") or "")
+        demonstrator = create_demonstrator(actor, recording.study, designator=claimed,
                                                     headset=recording.headset)
         set_state(actor, recording, recording.state, reason=recording.reason,
                   action="recording.demonstrator_registered", demonstrator=demonstrator,

@@ -16,7 +16,9 @@ from django_scopes import scope
 
 from exporter.generate import generate_capture
 from portal.core import queue, storage
-from portal.studies import services as registry
+from portal.studies.services.consent import accept_consent_document, give_consent, upload_consent_document
+from portal.studies.services.demonstrators import create_demonstrator
+from portal.studies.services.headsets import register_headset
 
 sys.path.insert(0, str(Path(__file__).parent))
 from pipeline_worker import Worker, worker_env
@@ -76,14 +78,14 @@ def make_registry(make_study, make_user, unique_code):
         coordinator = make_user(f"{code}-coord", study, ["coordinator"])
         ethics = make_user(f"{code}-ethics", study, ["ethics_officer"])
         with scope(study=study):
-            headset = registry.register_headset(coordinator, study, headset_id="HS-01", model="test")
-            demonstrator = registry.create_demonstrator(coordinator, study, headset=headset)
-            document = registry.upload_consent_document(
+            headset = register_headset(coordinator, study, headset_id="HS-01", model="test")
+            demonstrator = create_demonstrator(coordinator, study, headset=headset)
+            document = upload_consent_document(
                 coordinator, study, identifier="ICF-2026-03", version="1",
                 uploaded_file=io.BytesIO(b"I agree to be recorded."),
                 issued_on=date.today() - timedelta(days=60))
-            registry.accept_consent_document(ethics, document)
-            registry.give_consent(coordinator, demonstrator, document=document,
+            accept_consent_document(ethics, document)
+            give_consent(coordinator, demonstrator, document=document,
                                   consent_date=date.today() - timedelta(days=30), scopes=list(scopes))
         return Registry(study, coordinator, ethics, headset, demonstrator, document)
 

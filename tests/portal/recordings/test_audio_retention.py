@@ -19,7 +19,7 @@ from portal.recordings.models import AudioKey, PurgeReceipt, Recording
 from portal.recordings.services.audio import purge_due_audio
 from portal.recordings.services.export import export_recording
 from portal.recordings.services.ingest import ingest_path
-from portal.studies import services as registry
+from portal.studies.services.consent import withdraw_consent
 
 pytestmark = pytest.mark.django_db
 
@@ -141,7 +141,7 @@ def test_retain_keeps_audio_until_consent_is_withdrawn(make_registry, make_captu
         metadata = json.loads(storages["shards"].open(recording.episode.prefix + "ceres/episode-metadata.json").read())
         assert metadata["study"]["raw_audio_retained"] is True
         with django_capture_on_commit_callbacks(execute=True):
-            registry.withdraw_consent(reg.coordinator, reg.demonstrator, withdrawal_date=date.today(),
+            withdraw_consent(reg.coordinator, reg.demonstrator, withdrawal_date=date.today(),
                                       reason="asked to leave the study")
         recording.refresh_from_db()
         assert recording.audio == Recording.Audio.PURGED

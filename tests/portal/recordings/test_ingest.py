@@ -16,8 +16,10 @@ from portal.recordings.exceptions import PipelineError
 from portal.recordings.models import Recording
 from portal.recordings.services.export import retry_export
 from portal.recordings.services.ingest import ingest_path, recheck, register_demonstrator
-from portal.studies import services as registry
 from portal.studies.models import Demonstrator
+from portal.studies.services.consent import give_consent
+from portal.studies.services.headsets import register_headset, retire_headset
+from portal.studies.services.study import set_study_status
 
 pytestmark = pytest.mark.django_db
 
@@ -90,7 +92,7 @@ def test_a_coordinator_registers_the_demonstrator_of_a_blank_designator_then_con
             register_demonstrator(reg.coordinator, recording)
         recheck(reg.coordinator, recording)
         assert recording.state == State.QUARANTINED and "no consent" in recording.reason
-        registry.give_consent(reg.coordinator, demonstrator, document=reg.document,
+        give_consent(reg.coordinator, demonstrator, document=reg.document,
                               consent_date=date.today() - timedelta(days=30), scopes=["episode_release"])
         recheck(reg.coordinator, recording)
     assert recording.state == State.QUEUED and recording.demonstrator == demonstrator
@@ -111,18 +113,18 @@ def test_recheck_after_the_registry_is_fixed(reg, make_capture):
             retry_export(reg.coordinator, recording)
         recheck(reg.coordinator, recording)
         assert recording.state == State.QUARANTINED and "HS-02" in recording.reason
-        registry.register_headset(reg.coordinator, reg.study, headset_id="HS-02")
+        register_headset(reg.coordinator, reg.study, headset_id="HS-02")
         recheck(reg.coordinator, recording)
     assert recording.state == State.QUEUED and recording.headset.headset_id == "HS-02"
 
 
 def test_retired_headset_and_closed_study_are_quarantined(reg, make_capture):
     with scope(study=reg.study):
-        registry.retire_headset(reg.coordinator, reg.headset, reg.headset.registered_at.date())
+        retire_headset(reg.coordinator, reg.headset, reg.headset.registered_at.date())
     recording = ingest(reg, make_capture(reg.claims(), recorded_at=datetime.now(UTC)))
     assert recording.state == State.QUARANTINED and "retired" in recording.reason
     with scope(study=reg.study):
-        registry.set_study_status(reg.coordinator, reg.study, "closed")
+        set_study_status(reg.coordinator, reg.study, "closed")
     recording = ingest(reg, make_capture(reg.claims(), seed=99))
     assert "is closed" in recording.reason
 

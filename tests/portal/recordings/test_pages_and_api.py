@@ -80,9 +80,9 @@ def test_api_upload_list_and_recheck(client, reg, make_capture):
     assert [r["uid"] for r in listed["results"]] == [created.json()["uid"]]
     assert "HS-05" in listed["results"][0]["reason"]
     with scope(study=reg.study):
-        from portal.studies import services as registry
+        from portal.studies.services.headsets import register_headset
 
-        registry.register_headset(reg.coordinator, reg.study, headset_id="HS-05")
+        register_headset(reg.coordinator, reg.study, headset_id="HS-05")
     rechecked = client.post(f"{base}{created.json()['uid']}/recheck/", headers=auth)
     assert rechecked.status_code == 200 and rechecked.json()["state"] == "queued"
     again = client.post(f"{base}{created.json()['uid']}/recheck/", headers=auth)

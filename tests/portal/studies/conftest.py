@@ -5,7 +5,9 @@ from datetime import date
 
 import pytest
 
-from portal.studies import services
+from portal.studies.services.consent import accept_consent_document, upload_consent_document
+from portal.studies.services.demonstrators import create_demonstrator
+from portal.studies.services.headsets import register_headset
 
 
 @pytest.fixture(autouse=True)
@@ -41,24 +43,24 @@ def storage_dir(tmp_path, settings):
 
 @pytest.fixture
 def headset(study, coordinator):
-    return services.register_headset(coordinator, study, headset_id="HS-0001", model="Quest 3")
+    return register_headset(coordinator, study, headset_id="HS-0001", model="Quest 3")
 
 
 @pytest.fixture
 def demonstrator(study, coordinator, headset):
-    return services.create_demonstrator(coordinator, study, headset=headset)
+    return create_demonstrator(coordinator, study, headset=headset)
 
 
 @pytest.fixture
 def make_document(study, coordinator, storage_dir):
     def make(identifier="ICF-2026-03", version="1", *, issued_on=date(2026, 1, 1), text="I agree.",
              accepted_by=None):
-        document = services.upload_consent_document(
+        document = upload_consent_document(
             coordinator, study, identifier=identifier, version=version, issued_on=issued_on,
             uploaded_file=io.BytesIO(text.encode()),
         )
         if accepted_by is not None:
-            services.accept_consent_document(accepted_by, document)
+            accept_consent_document(accepted_by, document)
         return document
 
     return make

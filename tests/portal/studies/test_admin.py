@@ -3,7 +3,7 @@ from datetime import date
 import pytest
 from django.urls import reverse
 
-from portal.studies.services import give_consent
+from portal.studies.services.consent import give_consent
 
 
 @pytest.fixture

@@ -83,7 +83,7 @@ def test_consent_flow_through_the_api(api, study, headset, ethics, storage_dir):
 def test_consent_events_cannot_be_changed_through_the_api(api, study, demonstrator, accepted_document, coordinator):
     from datetime import date
 
-    from portal.studies.services import give_consent
+    from portal.studies.services.consent import give_consent
 
     event = give_consent(coordinator, demonstrator, document=accepted_document, consent_date=date(2026, 2, 1),
                          scopes=["episode_release"])

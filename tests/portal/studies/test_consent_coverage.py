@@ -2,8 +2,8 @@ from datetime import date
 
 import pytest
 
-from portal.studies.services import (
-    RegistryError,
+from portal.studies.exceptions import RegistryError
+from portal.studies.services.consent import (
     accept_consent_document,
     consent_coverage,
     give_consent,

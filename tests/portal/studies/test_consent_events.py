@@ -8,9 +8,9 @@ from django.utils import timezone
 from django_scopes import scope
 
 from portal.audit.models import AuditEvent
+from portal.studies.exceptions import RegistryError
 from portal.studies.models import AppendOnlyError, ConsentEvent
-from portal.studies.services import (
-    RegistryError,
+from portal.studies.services.consent import (
     accept_consent_document,
     give_consent,
     open_consent_document,

@@ -4,13 +4,10 @@ from django_scopes import scope
 
 from exporter.designator import family_pair
 from portal.audit.models import AuditEvent
+from portal.studies.exceptions import RegistryError
 from portal.studies.models import Demonstrator
-from portal.studies.services import (
-    RegistryError,
-    create_demonstrator,
-    register_headset,
-    registered_demonstrator,
-)
+from portal.studies.services.demonstrators import create_demonstrator, registered_demonstrator
+from portal.studies.services.headsets import register_headset
 
 
 def test_generated_designator_carries_the_headsets_family_pair(study, coordinator, headset):
@@ -71,10 +68,10 @@ def test_many_demonstrators_on_one_headset_stay_unique(study, coordinator, heads
 
 
 def test_a_designator_taken_between_check_and_insert_is_drawn_again(study, coordinator, monkeypatch):
-    from portal.studies import services
+    from portal.studies.services import demonstrators
 
     create_demonstrator(coordinator, study, designator="able-acorn-fox-oak")
     draws = iter(["able-acorn-fox-oak", "able-acorn-fox-oak", "able-acorn-owl-oak"])
     # A concurrent writer: the check said free, but the row exists when this writer inserts.
-    monkeypatch.setattr(services, "generate_designator", lambda headset_id, is_taken: next(draws))
+    monkeypatch.setattr(demonstrators, "generate_designator", lambda headset_id, is_taken: next(draws))
     assert create_demonstrator(coordinator, study).designator == "able-acorn-owl-oak"

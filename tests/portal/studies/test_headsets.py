@@ -5,16 +5,15 @@ import pytest
 from django_scopes import scope
 
 from portal.audit.models import AuditEvent
+from portal.studies.exceptions import HeadsetImportError, RegistryError
 from portal.studies.models import Headset
-from portal.studies.services import (
-    HeadsetImportError,
-    RegistryError,
+from portal.studies.services.headsets import (
     headset_for_recording,
     import_headsets_csv,
     register_headset,
     retire_headset,
-    set_study_status,
 )
+from portal.studies.services.study import set_study_status
 
 
 def _csv(text: str) -> io.BytesIO:
@@ -123,7 +122,7 @@ def test_closed_study_registers_no_headsets(study, coordinator):
 
 
 def test_oversized_csv_is_refused_before_parsing(study, coordinator):
-    from portal.studies.services import HEADSET_CSV_MAX_BYTES
+    from portal.studies.services.headsets import HEADSET_CSV_MAX_BYTES
 
     with pytest.raises(HeadsetImportError, match="larger than") as caught:
         import_headsets_csv(coordinator, study, io.BytesIO(b"headset_id\n" + b"HS-1\n" * (HEADSET_CSV_MAX_BYTES // 5)))

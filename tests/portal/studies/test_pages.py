@@ -7,7 +7,7 @@ from django.utils import timezone
 from django_scopes import scope
 
 from portal.studies.models import ConsentEvent, Demonstrator, Headset
-from portal.studies.services import give_consent
+from portal.studies.services.consent import give_consent
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from datetime import date
 import pytest
 from django.urls import reverse
 
-from portal.studies.services import give_consent
+from portal.studies.services.consent import give_consent
 from tests.portal.urlwalk import study_url_patterns
 
 C, E, R = "coordinator", "ethics_officer", "researcher"
@@ -108,7 +108,7 @@ def world(study, make_user, coordinator, ethics, make_study, headset, demonstrat
 def _pending_document(coordinator, study):
     import io
 
-    from portal.studies.services import upload_consent_document
+    from portal.studies.services.consent import upload_consent_document
 
     return upload_consent_document(coordinator, study, identifier="ICF-PENDING", version="1",
                                    uploaded_file=io.BytesIO(b"pending"), issued_on=date(2026, 1, 1))
@@ -183,7 +183,7 @@ def test_study_list_shows_only_the_callers_studies(client, world):
 
 
 def test_ids_of_another_study_are_not_found_through_this_studys_urls(client, world, coordinator, make_user):
-    from portal.studies.services import register_headset
+    from portal.studies.services.headsets import register_headset
 
     beta = world["users"]["other_study"].role_grants.first().study
     foreign = register_headset(world["users"]["other_study"], beta, headset_id="HS-BETA")

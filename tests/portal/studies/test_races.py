@@ -11,8 +11,11 @@ from django_scopes import scope
 
 from portal.access.models import RoleGrant
 from portal.access.services import grant_role
-from portal.studies import services
+from portal.studies.exceptions import HeadsetImportError, RegistryError, StudyError
 from portal.studies.models import Demonstrator, Headset, Study
+from portal.studies.services.demonstrators import create_demonstrator
+from portal.studies.services.headsets import import_headsets_csv
+from portal.studies.services.study import create_study
 from tests.portal.concurrency import needs_postgres, run_at_once
 
 pytestmark = needs_postgres
@@ -21,8 +24,8 @@ pytestmark = needs_postgres
 @pytest.mark.parametrize("attempt", range(10))
 def test_the_same_typed_designator_twice_at_once(study, coordinator, attempt):
     designator = "able-acorn-fox-oak"
-    outcomes = run_at_once(study, [lambda: services.create_demonstrator(coordinator, study, designator=designator)] * 2,
-                           expected=(services.RegistryError,))
+    outcomes = run_at_once(study, [lambda: create_demonstrator(coordinator, study, designator=designator)] * 2,
+                           expected=(RegistryError,))
     errors = [str(o) for o in outcomes if isinstance(o, Exception)]
     assert errors == [f"designator {designator!r} is already used in study alpha"]
     with scope(study=study):
@@ -32,9 +35,9 @@ def test_the_same_typed_designator_twice_at_once(study, coordinator, attempt):
 @pytest.mark.parametrize("attempt", range(5))
 def test_the_same_headset_csv_twice_at_once(study, coordinator, attempt):
     def import_csv():
-        return services.import_headsets_csv(coordinator, study, io.BytesIO(b"headset_id,model\nHS-1,a\nHS-2,b\n"))
+        return import_headsets_csv(coordinator, study, io.BytesIO(b"headset_id,model\nHS-1,a\nHS-2,b\n"))
 
-    outcomes = run_at_once(study, [import_csv, import_csv], expected=(services.HeadsetImportError,))
+    outcomes = run_at_once(study, [import_csv, import_csv], expected=(HeadsetImportError,))
     errors = [o for o in outcomes if isinstance(o, Exception)]
     assert len(errors) == 1
     assert errors[0].errors == [(2, "headset ID 'HS-1' is already registered in study alpha"),
@@ -53,7 +56,7 @@ def test_the_same_new_role_grant_twice_at_once(study, attempt):
 
 @pytest.mark.parametrize("attempt", range(3))
 def test_the_same_study_code_twice_at_once(attempt):
-    outcomes = run_at_once(None, [lambda: services.create_study("test", code="gamma", title="Gamma")] * 2,
-                           expected=(services.StudyError,))
+    outcomes = run_at_once(None, [lambda: create_study("test", code="gamma", title="Gamma")] * 2,
+                           expected=(StudyError,))
     assert [str(o) for o in outcomes if isinstance(o, Exception)] == ["a study with the code 'gamma' already exists"]
     assert Study.objects.filter(code="gamma").count() == 1

@@ -9,7 +9,7 @@ from portal.access.models import Role
 from portal.access.services import grant_role
 from portal.accounts import services as accounts
 from portal.studies.models import Study
-from portal.studies.services import create_study
+from portal.studies.services.study import create_study
 
 DEMO_STUDY = "demo"
 # Demo accounts for a local machine only; `make run` prints them.

@@ -14,8 +14,10 @@ from django_scopes import scope
 from exporter.generate import generate_capture
 from portal.recordings.models import Recording
 from portal.recordings.services.ingest import ingest_path
-from portal.studies import services as registry
 from portal.studies.models import ConsentDocument, Demonstrator, Headset, Study
+from portal.studies.services.consent import accept_consent_document, give_consent, is_covered, upload_consent_document
+from portal.studies.services.demonstrators import create_demonstrator
+from portal.studies.services.headsets import register_headset
 
 HEADSET_ID = "DEMO-HS-01"
 DOCUMENT = ("ICF-DEMO", "1")
@@ -57,21 +59,21 @@ class Command(BaseCommand):
         self.stdout.write("Exports run in the Celery worker (`celery -A portal worker`).")
 
     def _registry(self, study: Study, coordinator, ethics) -> Demonstrator:
-        headset = Headset.objects.filter(headset_id=HEADSET_ID).first() or registry.register_headset(
+        headset = Headset.objects.filter(headset_id=HEADSET_ID).first() or register_headset(
             coordinator, study, headset_id=HEADSET_ID, model="demo headset")
         demonstrator = Demonstrator.objects.filter(headset=headset).first()
         if demonstrator is None:
-            demonstrator = registry.create_demonstrator(coordinator, study, headset=headset)
+            demonstrator = create_demonstrator(coordinator, study, headset=headset)
         identifier, version = DOCUMENT
         document = ConsentDocument.objects.filter(identifier=identifier, version=version).first()
         if document is None:
-            document = registry.upload_consent_document(
+            document = upload_consent_document(
                 coordinator, study, identifier=identifier, version=version, uploaded_file=io.BytesIO(CONSENT_TEXT),
                 issued_on=date.today() - timedelta(days=30))
         if not document.is_accepted:
-            registry.accept_consent_document(ethics, document)
-        if not registry.is_covered(demonstrator, date.today() - timedelta(days=1), "episode_release"):
-            registry.give_consent(coordinator, demonstrator, document=document,
+            accept_consent_document(ethics, document)
+        if not is_covered(demonstrator, date.today() - timedelta(days=1), "episode_release"):
+            give_consent(coordinator, demonstrator, document=document,
                                   consent_date=date.today() - timedelta(days=7),
                                   scopes=["episode_release", "raw_audio_retention"])
         return demonstrator

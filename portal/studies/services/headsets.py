@@ -1,0 +1,179 @@
+"""Headsets: registration one by one or from a CSV file (all or nothing), retirement, and the look-up ingest
+makes."""
+
+from __future__ import annotations
+
+import csv
+import io
+from datetime import date
+from typing import IO
+
+from django.db import IntegrityError, transaction
+from django_scopes import scope as study_scope
+
+from portal.audit.services import record
+from portal.studies.exceptions import HeadsetImportError, RegistryError
+from portal.studies.models import Headset, Study
+from portal.studies.services.rules import check_open_for_registry, signed_in_user
+
+HEADSET_ID_MAX_CHARS = 128
+HEADSET_CSV_MAX_ROWS = 10_000
+HEADSET_CSV_MAX_BYTES = 2 * 1024 * 1024
+
+def headset_id_problem(headset_id: str) -> str | None:
+    """Why ``headset_id`` cannot be a headset ID, or None when it can."""
+    if not headset_id:
+        return "the headset ID is empty"
+    if headset_id != headset_id.strip():
+        return f"headset ID {headset_id!r} starts or ends with white space"
+    if len(headset_id.encode("utf-8")) < 2:
+        return f"headset ID {headset_id!r} is shorter than two bytes of UTF-8"
+    if len(headset_id) > HEADSET_ID_MAX_CHARS:
+        return f"headset ID is longer than {HEADSET_ID_MAX_CHARS} characters"
+    if any(not ch.isprintable() for ch in headset_id):
+        return f"headset ID {headset_id!r} contains a control character"
+    return None
+
+
+def _headset_snapshot(headset: Headset) -> dict:
+    return {"headset_id": headset.headset_id, "model": headset.model, "retired_on": headset.retired_on}
+
+
+@transaction.atomic
+def register_headset(actor, study: Study, *, headset_id: str, model: str = "") -> Headset:
+    check_open_for_registry(study)
+    problem = headset_id_problem(headset_id)
+    if problem:
+        raise RegistryError(problem)
+    with study_scope(study=study):
+        duplicate = RegistryError(f"headset ID {headset_id!r} is already registered in study {study.code}")
+        if Headset.objects.filter(headset_id=headset_id).exists():
+            raise duplicate
+        try:
+            with transaction.atomic():  # a concurrent registration of the same ID loses here
+                headset = Headset.objects.create(study=study, headset_id=headset_id, model=model.strip()[:128],
+                                                 registered_by=signed_in_user(actor))
+        except IntegrityError:
+            raise duplicate from None
+        record(actor, "headset.registered", headset, after=_headset_snapshot(headset))
+    return headset
+
+
+def _csv_text(fileobj: IO) -> str:
+    raw = fileobj.read(HEADSET_CSV_MAX_BYTES + 1)
+    if len(raw) > HEADSET_CSV_MAX_BYTES:
+        raise HeadsetImportError([(0, f"the file is larger than {HEADSET_CSV_MAX_BYTES // 1024} KiB")])
+    if isinstance(raw, str):
+        return raw
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise HeadsetImportError([(0, f"the file is not UTF-8 text (byte {exc.start})")]) from None
+
+
+@transaction.atomic
+def import_headsets_csv(actor, study: Study, fileobj: IO) -> list[Headset]:
+    """Register every headset of a CSV file (columns ``headset_id`` and optional ``model``), or none.
+
+    Row numbers count like a spreadsheet: the header is row 1, the first headset row 2 (row 0 is the
+    file as a whole: too large, not UTF-8). Any bad row
+    (invalid or duplicate ID, unknown column, too many rows) fails the whole file with every fault
+    listed in ``HeadsetImportError.errors``.
+    """
+    check_open_for_registry(study)
+    reader = csv.reader(io.StringIO(_csv_text(fileobj), newline=""))
+    header = [name.strip().lower() for name in next(reader, [])]
+    if "headset_id" not in header:
+        raise HeadsetImportError([(1, "the header row needs a headset_id column (and optionally model)")])
+    unknown = sorted(set(header) - {"headset_id", "model"})
+    if unknown:
+        raise HeadsetImportError([(1, f"unknown column(s) {', '.join(unknown)}; expected headset_id, model")])
+    with study_scope(study=study):
+        registered = set(Headset.objects.values_list("headset_id", flat=True))
+        rows = _headset_rows(reader, header, registered, study)
+        user = signed_in_user(actor)
+        try:
+            with transaction.atomic():  # a concurrent import of the same IDs loses here, like a sequential one
+                headsets = [Headset.objects.create(study=study, headset_id=headset_id, model=model,
+                                                   registered_by=user) for _, headset_id, model in rows]
+        except IntegrityError:
+            registered = set(Headset.objects.values_list("headset_id", flat=True))
+            raise HeadsetImportError([(row, _already_registered(headset_id, study))
+                                      for row, headset_id, _ in rows if headset_id in registered]) from None
+        for headset in headsets:
+            record(actor, "headset.registered", headset, after=_headset_snapshot(headset))
+    return headsets
+
+
+def _already_registered(headset_id: str, study: Study) -> str:
+    return f"headset ID {headset_id!r} is already registered in study {study.code}"
+
+
+def _headset_rows(reader, header: list[str], registered: set[str], study: Study) -> list[tuple[int, str, str]]:
+    """The CSV's headset rows as (row number, headset ID, model); HeadsetImportError lists every bad row."""
+    errors: list[tuple[int, str]] = []
+    rows: list[tuple[int, str, str]] = []
+    first_row: dict[str, int] = {}
+    for row_number, values in enumerate(reader, start=2):
+        if not any(value.strip() for value in values):
+            continue
+        if row_number > HEADSET_CSV_MAX_ROWS + 1:
+            errors.append((row_number, f"more than {HEADSET_CSV_MAX_ROWS} headsets in one file"))
+            break
+        if len(values) != len(header):
+            errors.append((row_number, f"{len(values)} values for {len(header)} columns"))
+            continue
+        fields = dict(zip(header, values, strict=True))
+        headset_id, model = fields["headset_id"].strip(), fields.get("model", "").strip()
+        problem = headset_id_problem(headset_id)
+        if problem:
+            errors.append((row_number, problem))
+        elif headset_id in registered:
+            errors.append((row_number, _already_registered(headset_id, study)))
+        elif headset_id in first_row:
+            errors.append((row_number, f"headset ID {headset_id!r} repeats row {first_row[headset_id]}"))
+        elif len(model) > 128:
+            errors.append((row_number, "the model is longer than 128 characters"))
+        else:
+            first_row[headset_id] = row_number
+            rows.append((row_number, headset_id, model))
+    if errors:
+        raise HeadsetImportError(errors)
+    if not rows:
+        raise HeadsetImportError([(2, "the file has no headset rows")])
+    return rows
+
+
+@transaction.atomic
+def retire_headset(actor, headset: Headset, on_date: date) -> Headset:
+    """Retire a headset from ``on_date``: recordings made on or after that date are quarantined.
+
+    The date may precede the registration: a headset used and retired before anyone registered it
+    is registered late so that its earlier recordings can be checked.
+    """
+    with study_scope(study=headset.study):
+        locked = Headset.objects.select_for_update().get(pk=headset.pk)
+        if locked.retired_on is not None:
+            raise RegistryError(f"headset {locked.headset_id!r} was already retired on {locked.retired_on}")
+        before = _headset_snapshot(locked)
+        locked.retired_on = on_date
+        locked.save(update_fields=["retired_on"])
+        record(actor, "headset.retired", locked, before=before, after=_headset_snapshot(locked))
+    headset.retired_on = on_date
+    return locked
+
+
+def headset_for_recording(study: Study, headset_id: str, recorded_on: date) -> Headset:
+    """The study's headset that made a recording on ``recorded_on``; RegistryError if unknown or retired.
+
+    Registration may come after the recording (a coordinator fixes the registry, then re-checks a
+    quarantined recording), so only the retirement date is compared.
+    """
+    with study_scope(study=study):
+        headset = Headset.objects.filter(headset_id=headset_id).first()
+    if headset is None:
+        raise RegistryError(f"headset {headset_id!r} is not registered in study {study.code}")
+    if headset.retired_on is not None and headset.retired_on <= recorded_on:
+        raise RegistryError(f"headset {headset_id!r} was retired on {headset.retired_on}, "
+                            f"on or before the recording date {recorded_on}")
+    return headset

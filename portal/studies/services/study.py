@@ -1,0 +1,131 @@
+"""Studies: creation, status, raw-audio policy, approvals required, the data-use agreement."""
+
+from __future__ import annotations
+
+import hashlib
+
+from django.db import IntegrityError, transaction
+from django_scopes import scope as study_scope
+
+from portal.audit.services import record
+from portal.studies.exceptions import RegistryError, StudyError
+from portal.studies.models import DataUseAgreement, Study
+from portal.studies.services.rules import signed_in_user
+
+
+def _snapshot(study: Study) -> dict:
+    return {
+        "code": study.code,
+        "title": study.title,
+        "status": study.status,
+        "project_id": study.project_id,
+        "audio_policy": study.audio_policy,
+        "audio_retain_days": study.audio_retain_days,
+        "approvals_required": study.approvals_required,
+    }
+
+
+@transaction.atomic
+def create_study(actor, *, code: str, title: str, project_id: str = "", status: str = Study.Status.DRAFT,
+                 audio_policy: str = Study.AudioPolicy.DISCARD, audio_retain_days: int | None = None,
+                 approvals_required: int = 2) -> Study:
+    study = Study(code=code, title=title, project_id=project_id, status=status, audio_policy=audio_policy,
+                  audio_retain_days=audio_retain_days, approvals_required=approvals_required)
+    taken = StudyError(f"a study with the code {code!r} already exists")
+    if Study.objects.filter(code=code).exists():
+        raise taken
+    study.full_clean(validate_unique=False)
+    try:
+        with transaction.atomic():  # a concurrent creation of the same code loses here, like a sequential one
+            study.save()
+    except IntegrityError:
+        raise taken from None
+    record(actor, "study.created", study, after=_snapshot(study))
+    return study
+
+
+# draft -> active -> closed; a closed study may be reopened, but never goes back to draft.
+_STATUS_MOVES = {
+    Study.Status.DRAFT: {Study.Status.ACTIVE, Study.Status.CLOSED},
+    Study.Status.ACTIVE: {Study.Status.CLOSED},
+    Study.Status.CLOSED: {Study.Status.ACTIVE},
+}
+
+
+def _locked(study: Study) -> Study:
+    return Study.objects.select_for_update().get(pk=study.pk)
+
+
+@transaction.atomic
+def set_study_status(actor, study: Study, status: str) -> Study:
+    locked = _locked(study)
+    if status not in Study.Status.values:
+        raise RegistryError(f"unknown study status {status!r}; expected one of {', '.join(Study.Status.values)}")
+    if status not in _STATUS_MOVES[locked.status]:
+        raise RegistryError(f"study {locked.code} cannot go from {locked.status} to {status}")
+    before = _snapshot(locked)
+    locked.status = status
+    locked.save(update_fields=["status"])
+    record(actor, "study.status_changed", locked, before=before, after=_snapshot(locked))
+    study.status = locked.status
+    return locked
+
+
+@transaction.atomic
+def set_audio_policy(actor, study: Study, policy: str, *, retain_days: int | None = None) -> Study:
+    """Set the raw-audio retention policy; ``retain_days`` is required for (and only for) ``retain-days``."""
+    locked = _locked(study)
+    if policy not in Study.AudioPolicy.values:
+        raise RegistryError(f"unknown audio policy {policy!r}; expected one of "
+                            f"{', '.join(Study.AudioPolicy.values)}")
+    if policy == Study.AudioPolicy.RETAIN_DAYS:
+        if retain_days is None or retain_days < 1:
+            raise RegistryError("the retain-days policy needs a number of days of at least 1")
+    elif retain_days is not None:
+        raise RegistryError(f"a number of days applies only to the retain-days policy, not to {policy}")
+    before = _snapshot(locked)
+    locked.audio_policy, locked.audio_retain_days = policy, retain_days
+    locked.save(update_fields=["audio_policy", "audio_retain_days"])
+    record(actor, "study.audio_policy_changed", locked, before=before, after=_snapshot(locked))
+    study.audio_policy, study.audio_retain_days = policy, retain_days
+    return locked
+
+
+@transaction.atomic
+def set_approvals_required(actor, study: Study, approvals: int) -> Study:
+    """How many distinct ethics officers must approve a release of this study (at least 1)."""
+    if approvals < 1:
+        raise RegistryError("a release needs at least one ethics officer's approval")
+    locked = _locked(study)
+    before = _snapshot(locked)
+    locked.approvals_required = approvals
+    locked.save(update_fields=["approvals_required"])
+    record(actor, "study.approvals_required_changed", locked, before=before, after=_snapshot(locked))
+    study.approvals_required = approvals
+    return locked
+
+
+def current_data_use_agreement(study: Study) -> DataUseAgreement | None:
+    with study_scope(study=study):
+        return DataUseAgreement.objects.order_by("-version").first()
+
+
+@transaction.atomic
+def publish_data_use_agreement(actor, study: Study, *, text: str) -> DataUseAgreement:
+    """Publish a new version of the study's data-use agreement (the highest version is current)."""
+    text = text.strip()
+    if not text:
+        raise RegistryError("the data-use agreement text is empty")
+    _locked(study)  # serialises version numbers
+    with study_scope(study=study):
+        current = DataUseAgreement.objects.order_by("-version").first()
+        sha256 = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        if current is not None and current.sha256 == sha256:
+            raise RegistryError(f"the text is identical to the current data-use agreement v{current.version}")
+        agreement = DataUseAgreement.objects.create(
+            study=study, version=(current.version + 1) if current else 1, text=text, sha256=sha256,
+            created_by=signed_in_user(actor),
+        )
+        record(actor, "study.data_use_agreement_published", agreement,
+               after={"version": agreement.version, "sha256": sha256})
+    return agreement
