@@ -26,7 +26,7 @@ def test_every_state_has_its_moves_and_nothing_leaves_a_final_state():
     assert set(Recording.TRANSITIONS) == set(State.values)
     for final in (State.VERIFIED, State.REJECTED, State.DUPLICATE):
         assert Recording.TRANSITIONS[final] == frozenset()
-    assert Recording.IN_FLIGHT == {State.RECEIVED, State.QUEUED, State.RUNNING, State.EXPORTED}
+    assert {State.RECEIVED, State.QUEUED, State.RUNNING, State.EXPORTED} == Recording.IN_FLIGHT
 
 
 def test_an_illegal_move_raises_and_leaves_the_recording_as_it_was(reg, make_capture):
