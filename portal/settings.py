@@ -15,6 +15,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from kombu import Exchange, Queue
 from django.core.exceptions import ImproperlyConfigured
 
 from exporter import limits as source_limits
@@ -215,6 +216,10 @@ CELERY_ACCEPT_CONTENT = ["json"]
 # keep their tasks apart by the queue name, which also names the heavy queue ("<name>-heavy").
 CELERY_TASK_DEFAULT_QUEUE = env_str("CERES_TASK_QUEUE", "ceres")
 CERES_HEAVY_QUEUE = f"{CELERY_TASK_DEFAULT_QUEUE}-heavy"
+# A worker started without --queues takes both; production runs one worker per queue (infra/production/).
+# Each queue is bound by its own name: a task routed to one never reaches the other.
+CELERY_TASK_QUEUES = [Queue(name, Exchange(name), routing_key=name)
+                      for name in (CELERY_TASK_DEFAULT_QUEUE, CERES_HEAVY_QUEUE)]
 CELERY_TASK_ROUTES = {name: {"queue": CERES_HEAVY_QUEUE}
                       for name in ("recordings.export_recording", "recordings.verify_episode")}
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")

@@ -58,7 +58,6 @@ class Worker:
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "celery", "-A", "portal", "worker", "--pool", "solo",
-                 "--queues", f"{self.queue},{self.queue}-heavy",
                  "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "INFO"],
                 cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
