@@ -15,8 +15,8 @@ from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
-from kombu import Exchange, Queue
 from django.core.exceptions import ImproperlyConfigured
+from kombu import Exchange, Queue
 
 from exporter import limits as source_limits
 from portal.env import env_bool, env_choice, env_int, env_list, env_rate, env_str, env_url
