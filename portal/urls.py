@@ -17,3 +17,6 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("admin/", admin.site.urls),
 ]
+
+# 400, 404 and 500 use Django's handlers with templates/400.html, 404.html and 500.html.
+handler403 = core_views.permission_denied

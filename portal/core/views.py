@@ -5,7 +5,7 @@ from django.shortcuts import render
 from django_scopes import scope
 
 from portal.access.models import Role
-from portal.access.permissions import roles_by_study
+from portal.access.permissions import RoleRequired, roles_by_study
 from portal.core import dashboard as panels
 
 
@@ -30,3 +30,12 @@ def healthz(request: HttpRequest) -> JsonResponse:
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1")
     return JsonResponse({"status": "ok"})
+
+
+def permission_denied(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """403 in the portal's layout. For a study page it names the role needed and the roles the user holds."""
+    context = {}
+    if isinstance(exception, RoleRequired):
+        context = {"study": exception.study, "needed": exception.role_labels,
+                   "held": [label for value, label in Role.choices if value in exception.held]}
+    return render(request, "403.html", context, status=403)
