@@ -11,7 +11,10 @@ from portal.core import dashboard as panels
 
 @login_required
 def dashboard(request: HttpRequest) -> HttpResponse:
-    """One panel per (study, role) the user holds; honest empty states when there is nothing yet."""
+    """One panel per (study, role) the user holds; honest empty states when there is nothing yet.
+
+    Site administrators (staff) also see every study of the portal, read-only, with links to the admin.
+    """
     studies = []
     for study, roles in roles_by_study(request.user).items():
         with scope(study=study):
@@ -22,7 +25,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
             })
     return render(request, "core/dashboard.html", {
         "studies": studies,
-        "role_labels": dict(Role.choices),
+        "site_studies": panels.site_studies(request.user) if request.user.is_staff else None,
     })
 
 
