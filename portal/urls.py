@@ -10,6 +10,7 @@ urlpatterns = [
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("healthz", core_views.healthz, name="healthz"),
+    path("favicon.ico", core_views.favicon),
     path("studies/<slug:study_code>/", include("portal.studies.urls")),
     path("studies/<slug:study_code>/recordings/", include("portal.recordings.urls")),
     path("api/", include("portal.api_urls")),

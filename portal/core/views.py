@@ -1,7 +1,8 @@
 from django.contrib.auth.decorators import login_required
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
+from django.templatetags.static import static
 from django_scopes import scope
 
 from portal.access.models import Role
@@ -42,3 +43,8 @@ def permission_denied(request: HttpRequest, exception: Exception | None = None) 
         context = {"study": exception.study, "needed": exception.role_labels,
                    "held": [label for value, label in Role.choices if value in exception.held]}
     return render(request, "403.html", context, status=403)
+
+
+def favicon(request: HttpRequest) -> HttpResponse:
+    """Browsers ask for /favicon.ico on pages that name no icon (the admin, the API docs)."""
+    return redirect(static("favicon.ico"), permanent=True)

@@ -3,7 +3,8 @@
 from django.core.exceptions import BadRequest
 from django.urls import path
 
-from portal.urls import handler403, urlpatterns as portal_urlpatterns  # noqa: F401 (handler403 is looked up here)
+from portal.urls import handler403  # noqa: F401 (handler403 is looked up here)
+from portal.urls import urlpatterns as portal_urlpatterns
 
 
 def bad_request(request):
