@@ -47,4 +47,4 @@ def permission_denied(request: HttpRequest, exception: Exception | None = None) 
 
 def favicon(request: HttpRequest) -> HttpResponse:
     """Browsers ask for /favicon.ico on pages that name no icon (the admin, the API docs)."""
-    return redirect(static("favicon.ico"), permanent=True)
+    return redirect(static("favicon.ico"))
