@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 
 from exporter.errors import AssemblyError
 from exporter.jsonfile import write_json
+from exporter.modes import publish_modes
 from exporter.receipt import RECEIPT, build_artefacts, file_digest, verify_artefacts, verify_shard
 from exporter.shard import rfc3339
 from exporter.stats import QUANTILES, feature_stats
@@ -125,6 +126,7 @@ def assemble_dataset(out_dir: Path, shard_dirs: list[Path], *, created_at: datet
         receipt = _dataset_receipt(stage, len(episodes), created)
         _write_json(stage / DATASET_RECEIPT, receipt)
         receipt_sha256 = file_digest(stage / DATASET_RECEIPT)[0]
+        publish_modes(stage)
         if out_dir.exists():
             out_dir.rmdir()
         os.rename(stage, out_dir)

@@ -21,13 +21,16 @@ import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from fractions import Fraction
 from pathlib import Path
 from typing import TextIO
 
 import av
 import numpy as np
+
+from exporter.errors import SourceError
+from exporter.source import check_study_block
 
 CAMERA_KINDS = ("mp4", "webm", "none")
 MICROPHONE_KINDS = ("none", "track", "file")
@@ -122,7 +125,9 @@ def generate_capture(
 
     `aligned`: segments tile the recording and the camera has one frame per slot from slot 0 (with
     retries > 0 the camera is aligned except for the retry ranges); otherwise idle slots separate the
-    segments and the camera starts late. Returns the folder or ZIP path.
+    segments and the camera starts late. `study`: the recorder's study block (see `study_block`).
+    `recorded_at` defaults to a fixed time (2026-05-04 09:30 UTC plus `seed` minutes), so the output is
+    deterministic; the command line defaults to now. Returns the folder or ZIP path.
     """
     if camera not in CAMERA_KINDS:
         raise ValueError(f"camera must be one of {', '.join(CAMERA_KINDS)}, not {camera!r}")
@@ -198,6 +203,29 @@ def generate_capture(
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return final
+
+
+def study_block(
+    *,
+    headset_id: str | None = None,
+    demonstrator_id: str = "",
+    project_id: str | None = None,
+    consent_date: date | str | None = None,
+    consent_document_id: str | None = None,
+) -> dict:
+    """The recorder's study block of capture.json (capture-source.md): what it claims about the recording.
+
+    A blank `demonstrator_id` asks the portal to assign a designator. SourceError names a bad value.
+    """
+    block = {
+        "headset_id": headset_id,
+        "demonstrator_id": demonstrator_id,
+        "project_id": project_id,
+        "consent_date": consent_date.isoformat() if isinstance(consent_date, date) else consent_date,
+        "consent_document_id": consent_document_id,
+    }
+    check_study_block(block, "study")
+    return block
 
 
 def plan_attempts(
@@ -635,12 +663,35 @@ def _zip_folder(folder: Path, archive: Path, root_name: str, recorded_at: dateti
                 shutil.copyfileobj(source, target)
 
 
+def _recorded_at(text: str) -> datetime:
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an RFC 3339 time such as 2026-05-04T09:30:00Z") from None
+    if moment.tzinfo is None:
+        raise argparse.ArgumentTypeError(f"{text!r} has no time zone; add Z for UTC or an offset such as +02:00")
+    return moment
+
+
+def _consent_date(text: str) -> date:
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a date YYYY-MM-DD") from None
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.description = "Write a synthetic CERES capture source (deterministic for a seed)."
+    parser.description = (
+        "Write a synthetic CERES capture source (deterministic for a seed and --recorded-at). The study "
+        "options fill capture.json's study block; a capture that should pass the portal's ingest names a "
+        "headset and demonstrator registered in the study, whose consent covers the recording time."
+    )
     parser.add_argument("out_dir", type=Path, help="capture source folder to create (must not exist)")
     parser.add_argument("--seconds", type=float, default=10.0, help="recording length (default 10)")
     parser.add_argument("--rate-hz", type=int, default=30, help="recorder slot rate (default 30)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument("--recorded-at", type=_recorded_at,
+                        help="RFC 3339 time of the first slot, e.g. 2026-05-04T09:30:00Z (default: now)")
     parser.add_argument("--camera", choices=CAMERA_KINDS, default="mp4", help="mp4: H.264+AAC, webm: VP9+Opus")
     parser.add_argument("--width", type=int, default=160, help="camera width, even (default 160)")
     parser.add_argument("--height", type=int, default=120, help="camera height, even (default 120)")
@@ -661,6 +712,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--capture-id", help="default synthetic-<seed>")
     parser.add_argument("--no-task-spec", dest="task_spec", action="store_false", help="no task-specification.json")
     parser.add_argument("--no-calibration", dest="calibration", action="store_false", help="no camera calibration")
+    study = parser.add_argument_group("study block", "the recorder's claims; without any of these, capture.json "
+                                                     "has no study block")
+    study.add_argument("--headset-id", help="the study's headset ID")
+    study.add_argument("--demonstrator-id", help="a registered designator; blank asks the portal for a new one")
+    study.add_argument("--project-id", help="the study's project identifier")
+    study.add_argument("--consent-date", type=_consent_date, help="date of the demonstrator's consent, YYYY-MM-DD")
+    study.add_argument("--consent-document-id", help="the consent document, e.g. 'ICF-2026-03 v1'")
+
+
+def _study_from(args: argparse.Namespace) -> dict | None:
+    names = ("headset_id", "demonstrator_id", "project_id", "consent_date", "consent_document_id")
+    given = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+    return study_block(**given) if given else None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -678,10 +742,12 @@ def run(args: argparse.Namespace) -> int:
             microphone=args.microphone,
             zip_output=args.zip_output,
             capture_id=args.capture_id,
+            study=_study_from(args),
+            recorded_at=args.recorded_at or datetime.now(UTC).replace(microsecond=0),
             task_spec=args.task_spec,
             calibration=args.calibration,
         )
-    except (ValueError, FileExistsError) as exc:
+    except (ValueError, FileExistsError, SourceError) as exc:
         print(f"generate: {exc}", file=sys.stderr)
         return 2
     print(path)

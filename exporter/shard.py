@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 from exporter.errors import ShardExistsError, SourceError
 from exporter.features import feature_table, video_key
 from exporter.jsonfile import json_bytes
+from exporter.modes import publish_modes
 from exporter.receipt import verify_shard, write_receipt
 from exporter.rows import Rows, build_rows
 from exporter.source import STUDY_KEYS, Capture, check_study_block, open_source, parse_capture, read_capture
@@ -350,7 +351,7 @@ def export_shard(
             )
             if target.exists():
                 raise ShardExistsError("already exists; shards are immutable", path=str(target))
-            staging.chmod(0o755)
+            publish_modes(staging)
             os.rename(staging, target)
         except BaseException:
             with contextlib.suppress(FileNotFoundError):

@@ -19,6 +19,7 @@ import av
 import numpy as np
 
 from exporter.errors import SourceError
+from exporter.modes import FILE_MODE
 
 # Mux options of every file we write: moov before mdat, and no muxer version string in the file.
 MUX_OPTIONS = {"movflags": "+faststart", "fflags": "+bitexact"}
@@ -233,6 +234,7 @@ def _staged(out_path: Path) -> Iterator[Path]:
     staging = Path(name)
     try:
         yield staging
+        staging.chmod(FILE_MODE)
         os.replace(staging, out_path)
     finally:
         staging.unlink(missing_ok=True)

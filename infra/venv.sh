@@ -23,7 +23,9 @@ if [[ ! -x .venv/bin/python ]]; then
     "$python" -m venv .venv
 fi
 stamp=".venv/.installed${extra:+-$extra}"
-if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
+installed() { [[ -f $1 && ! pyproject.toml -nt $1 ]]; }
+# The test extra holds every runtime dependency, so its stamp also stands for a runtime install.
+if ! installed "$stamp" && ! { [[ -z $extra ]] && installed .venv/.installed-test; }; then
     echo "venv: installing the project${extra:+ with [$extra]}" >&2
     .venv/bin/python -m pip install -q --upgrade pip >&2
     .venv/bin/python -m pip install -q -e ".${extra:+[$extra]}" >&2

@@ -191,8 +191,9 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 FILE_UPLOAD_TEMP_DIR = env_str("CERES_UPLOAD_TEMP_DIR")
 
 # --- Celery ---------------------------------------------------------------------------------
-CELERY_BROKER_URL = env_url("CELERY_BROKER_URL", "filesystem://", schemes=("filesystem", "redis", "rediss", "amqp",
-                                                                           "amqps", "memory"))
+# A host name (which the filesystem transport ignores) keeps kombu from warning that none was supplied.
+CELERY_BROKER_URL = env_url("CELERY_BROKER_URL", "filesystem://localhost/",
+                            schemes=("filesystem", "redis", "rediss", "amqp", "amqps", "memory"))
 BROKER_DIR = DATA_DIR / "broker"
 CELERY_BROKER_TRANSPORT_OPTIONS = (
     {

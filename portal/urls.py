@@ -12,6 +12,7 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("accounts/", include("portal.accounts.urls")),
     path("healthz", core_views.healthz, name="healthz"),
+    path("favicon.ico", core_views.favicon),
     path("studies/<slug:study_code>/", include("portal.studies.urls")),
     path("studies/<slug:study_code>/recordings/", include("portal.recordings.urls")),
     path("studies/<slug:study_code>/lockouts/", accounts_views.study_lockouts, name="study-lockouts"),
@@ -20,3 +21,6 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
     path("admin/", admin.site.urls),
 ]
+
+# 400, 404 and 500 use Django's handlers with templates/400.html, 404.html and 500.html.
+handler403 = core_views.permission_denied

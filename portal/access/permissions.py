@@ -41,11 +41,21 @@ def has_role(user, study: Study, *roles: str) -> bool:
     return bool(held & set(roles)) if roles else bool(held)
 
 
+class RoleRequired(PermissionDenied):
+    """A study page or endpoint needs one of ``roles`` (any role when empty), which the user does not hold."""
+
+    def __init__(self, study: Study, roles: tuple[str, ...], held: frozenset[str]):
+        self.study, self.roles, self.held = study, roles, held
+        self.role_labels = [label for value, label in Role.choices if value in roles]
+        needed = f"the role {' or '.join(self.role_labels)}" if roles else "a role"
+        super().__init__(f"This page needs {needed} in study {study.code}.")
+
+
 def require_role(user, study: Study, *roles: str) -> frozenset[str]:
-    """Return the user's active roles in the study; raise PermissionDenied unless one is in ``roles``."""
+    """Return the user's active roles in the study; raise RoleRequired unless one is in ``roles``."""
     held = active_roles(user, study)
     if not (held & set(roles) if roles else held):
-        raise PermissionDenied(f"needs the role {' or '.join(roles) or 'any'} in study {study.code}")
+        raise RoleRequired(study, roles, held)
     return held
 
 

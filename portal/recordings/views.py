@@ -13,6 +13,7 @@ from portal.access.models import Role
 from portal.access.permissions import study_view
 from portal.core.errors import refusals
 from portal.recordings.models import Alert, Episode, Recording
+from portal.recordings.quarantine import registry_fixes
 from portal.recordings.services import export, ingest
 from portal.studies.models import Demonstrator, Headset
 
@@ -96,6 +97,8 @@ def recording_detail(request: HttpRequest, study, uid) -> HttpResponse:
         "log": recording.log.all(), "purges": recording.purge_receipts.all(),
         "verifications": episode.verifications.all()[:10] if episode else [],
         "can_act": COORDINATOR in request.study_roles,
+        "fixes": registry_fixes(recording, request.study_roles),
+        "source_read": bool(recording.capture_id),
         "in_progress": recording.in_flight,
     })
 

@@ -1,0 +1,145 @@
+"""`bash infra/run.sh` stops the portal, the Celery workers and beat within a bounded time on Ctrl-C or TERM.
+
+Each run starts the script on a temporary data folder and a free port, waits until the portal answers and the
+worker is ready, signals the script as a terminal (SIGINT to its process group), a user (TERM to the script)
+or a service manager (TERM to the whole group) would, and checks that every process it started is gone.
+The worker used to hang in "Warm shutdown" for minutes after its process group got TERM, and TERM to the
+script alone did nothing while the portal ran in the foreground.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+# The portal gets 3 s, the worker's warm shutdown 10 s (CERES_STOP_SECONDS), then KILL; room for a loaded machine.
+STOP_BOUND_S = 25
+START_BOUND_S = 180
+
+
+def process_table() -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, state) of every process, from /proc."""
+    table = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        fields = text[text.rindex(")") + 2:].split()  # the command name may hold spaces and parentheses
+        table[int(stat.parent.name)] = (int(fields[1]), fields[0])
+    return table
+
+
+def descendants(pid: int) -> dict[int, str]:
+    """The running descendants of ``pid`` and their command lines."""
+    table = process_table()
+    found, frontier = {}, [pid]
+    while frontier:
+        parent = frontier.pop()
+        for child, (ppid, state) in table.items():
+            if ppid == parent and child not in found and state != "Z":
+                try:
+                    found[child] = Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+                except OSError:
+                    continue
+                frontier.append(child)
+    return found
+
+
+def running(pid: int) -> bool:
+    """Exists and is not a zombie (an exited process whose reaper, in a container, may never come)."""
+    state = process_table().get(pid)
+    return state is not None and state[1] != "Z"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def answers(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def wait_until(condition, seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"not within {seconds} s: {what}")
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory) -> Path:
+    """One data folder for every run, so only the first one migrates a new database."""
+    return tmp_path_factory.mktemp("run-script") / "data"
+
+
+def start(data_dir: Path, port: int, output: Path) -> subprocess.Popen:
+    env = {
+        "PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"), "LANG": "C.UTF-8",
+        "CERES_DATA_DIR": str(data_dir), "CERES_PORT": str(port),
+    }
+    with output.open("wb") as log:
+        # A session of its own, like a shell's foreground job: SIGINT to its group is what Ctrl-C sends.
+        return subprocess.Popen(["bash", "infra/run.sh"], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+
+
+SIGNALS = {
+    "ctrl-c": (lambda pid: os.killpg(pid, signal.SIGINT), 130),
+    "term-to-script": (lambda pid: os.kill(pid, signal.SIGTERM), 143),
+    "term-to-group": (lambda pid: os.killpg(pid, signal.SIGTERM), 143),
+}
+
+
+@pytest.mark.parametrize("how", list(SIGNALS))
+def test_a_signal_stops_the_portal_worker_and_beat(data_dir, tmp_path, how):
+    send, exit_code = SIGNALS[how]
+    port = free_port()
+    output = tmp_path / "run.out"
+    script = start(data_dir, port, output)
+    children: dict[int, str] = {}
+    try:
+        log = data_dir / "log" / "celery.log"
+        wait_until(lambda: answers(port) or script.poll() is not None, START_BOUND_S, "the portal answers")
+        assert script.poll() is None, output.read_text()
+        wait_until(lambda: log.exists() and log.read_text().count(" ready.") >= 2, 60, "both workers are ready")
+        children = descendants(script.pid)
+        assert sum("runserver" in cmd for cmd in children.values()) == 1, children
+        # the default queue's worker, its pool process and beat; the heavy queue's worker and its pool process
+        assert sum("celery -A portal worker" in cmd for cmd in children.values()) >= 5, children
+
+        send(script.pid)
+        stopped = time.monotonic()
+        assert script.wait(timeout=STOP_BOUND_S) == exit_code
+        wait_until(lambda: not any(running(pid) for pid in children), STOP_BOUND_S - (time.monotonic() - stopped),
+                   f"every process of run.sh is gone: {[cmd for pid, cmd in children.items() if running(pid)]}")
+        assert not answers(port)
+    finally:
+        for pid in [script.pid, *children]:
+            if running(pid):
+                os.kill(pid, signal.SIGKILL)
+
+    printed = output.read_text()
+    assert "coordinator  ceres-demo-coordinator" in printed, "run.sh prints the demo logins"
+    worker_log = log.read_text()
+    for noise in ("No hostname was supplied", "superuser privileges", "SecurityWarning"):
+        assert noise not in printed + worker_log
+    if os.geteuid() == 0:
+        assert worker_log.count("the worker runs as root because run.sh was started as root") == 1
