@@ -23,7 +23,7 @@ COORDINATOR, ETHICS = Role.COORDINATOR, Role.ETHICS_OFFICER
 FIX_PAGES: dict[str, tuple[str, frozenset[str]]] = {
     "study": ("Settings", frozenset({COORDINATOR})),
     "headset": ("Headsets", frozenset({COORDINATOR})),
-    "demonstrator": ("Demonstrators", frozenset({COORDINATOR, ETHICS})),
+    "demonstrator": ("Register the demonstrator", frozenset({COORDINATOR})),
     "consent": ("Consent", frozenset({COORDINATOR, ETHICS})),
     "consent_document": ("Consent documents", frozenset({COORDINATOR, ETHICS})),
 }
@@ -53,8 +53,11 @@ def registry_fixes(recording: Recording, roles: frozenset[str]) -> list[Fix]:
         fixes.append(("headset", reverse("study-headsets", args=[code]), action))
     demonstrator = recording.demonstrator
     if demonstrator is None:
-        fixes.append(("demonstrator", reverse("study-demonstrators", args=[code]),
-                      f"register demonstrator {claims.get('demonstrator_id')!r}"))
+        claimed = claims.get("demonstrator_id")
+        # Registered from this page (the designator comes from the recording and its headset), then consent.
+        fixes.append(("demonstrator", "#register-demonstrator",
+                      f"register demonstrator {claimed!r}, then record their consent" if claimed else
+                      "register a demonstrator with a generated designator, then record their consent"))
     elif recording.recorded_on is not None:
         coverage = consent_coverage(demonstrator, recording.recorded_on, ConsentEvent.Scope.EPISODE_RELEASE)
         if coverage.document is not None and not coverage.document.is_accepted:

@@ -29,7 +29,7 @@ def test_user_without_roles_sees_an_honest_empty_state(client, make_user):
 
 def test_a_site_administrator_sees_every_study_read_only_with_links_to_manage_it(client, demo, make_study):
     make_study("other", title="Another study", status="draft")
-    assert client.login(username="admin", password="ceres-demo-admin")
+    assert client.post("/accounts/login/", {"username": "admin", "password": "ceres-demo-admin"}).status_code == 302
     page = client.get("/").content.decode()
     assert "ask a site administrator" not in page and "You have no role in any study yet" not in page
     assert 'id="site-studies"' in page
@@ -43,5 +43,6 @@ def test_a_site_administrator_sees_every_study_read_only_with_links_to_manage_it
 
 
 def test_people_without_staff_status_do_not_see_the_site_overview(client, demo):
-    assert client.login(username="coordinator", password="ceres-demo-coordinator")
+    signed_in = client.post("/accounts/login/", {"username": "coordinator", "password": "ceres-demo-coordinator"})
+    assert signed_in.status_code == 302
     assert 'id="site-studies"' not in client.get("/").content.decode()

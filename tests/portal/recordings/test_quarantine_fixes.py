@@ -40,16 +40,19 @@ def test_an_unregistered_headset_links_to_the_headsets_page_for_coordinators_onl
     assert fixes(reg, recording, ETHICS) == [], "ethics officers cannot open the headsets page"
 
 
-def test_an_unknown_demonstrator_links_to_the_demonstrators_page(reg, make_capture):
-    recording = ingest(reg, make_capture(reg.claims(demonstrator_id="nobody-known-here-ever")))
-    expected = [("demonstrator", "Demonstrators", reverse("study-demonstrators", args=[reg.study.code]))]
-    assert fixes(reg, recording) == expected
-    assert fixes(reg, recording, ETHICS) == expected
+def test_an_unregistered_or_blank_designator_points_to_registering_it_from_the_page(reg, make_capture):
+    unknown = ingest(reg, make_capture(reg.claims(demonstrator_id="nobody-known-here-ever")))
+    blank = ingest(reg, make_capture(reg.claims(demonstrator_id="")))
+    expected = [("demonstrator", "Register the demonstrator", "#register-demonstrator")]
+    assert fixes(reg, unknown) == fixes(reg, blank) == expected
+    assert fixes(reg, unknown, ETHICS) == [], "only a coordinator registers demonstrators"
 
 
 def test_missing_consent_links_to_the_demonstrators_consent(reg, make_capture):
-    recording = ingest(reg, make_capture(reg.claims(demonstrator_id="")))
-    url = reverse("study-demonstrator", args=[reg.study.code, recording.demonstrator.pk])
+    with scope(study=reg.study):
+        demonstrator = create_demonstrator(reg.coordinator, reg.study, headset=reg.headset)
+    recording = ingest(reg, make_capture(reg.claims(demonstrator_id=demonstrator.designator)))
+    url = reverse("study-demonstrator", args=[reg.study.code, demonstrator.pk])
     assert fixes(reg, recording) == [("consent", "Consent", url)]
 
 
