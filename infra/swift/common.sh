@@ -2,9 +2,12 @@
 # shellcheck shell=bash
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-# One gateway per machine (its ports are fixed), so its state is per machine too, outside any clone.
+# One gateway per machine by default, so its state is per machine too, outside any clone. A second, private
+# gateway (for a test run that stops it on purpose beside another that needs it) takes its own state folder,
+# its own S3 port and its own three backend ports: CERES_SWIFT_DIR, CERES_S3_PORT, CERES_SWIFT_BACKEND_PORT.
 state=${CERES_SWIFT_DIR:-${XDG_STATE_HOME:-$HOME/.local/state}/ceres-portal/swift}
 s3_port=${CERES_S3_PORT:-8085}
+backend_port=${CERES_SWIFT_BACKEND_PORT:-6210}
 etc=$state/etc
 devices=$state/srv
 run=$state/run
@@ -31,9 +34,9 @@ server_running() { server_pid "$1" >/dev/null; }
 
 server_port() { # name
     case $1 in
-        object-server) echo 6210 ;;
-        container-server) echo 6211 ;;
-        account-server) echo 6212 ;;
+        object-server) echo "$backend_port" ;;
+        container-server) echo $((backend_port + 1)) ;;
+        account-server) echo $((backend_port + 2)) ;;
         proxy-server) echo "$s3_port" ;;
     esac
 }

@@ -9,6 +9,7 @@
 #   set -a; eval "$(infra/swift/start.sh)"; set +a
 #
 # Environment: CERES_SWIFT_DIR (state folder, default ~/.local/state/ceres-portal/swift: one gateway per machine), CERES_S3_PORT (proxy, 8085),
+# CERES_SWIFT_BACKEND_PORT (object server; container and account servers take the next two; default 6210),
 # CERES_PYTHON (a Python with boto3, default .venv/bin/python in the repo).
 set -euo pipefail
 
