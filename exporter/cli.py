@@ -1,4 +1,4 @@
-"""``python -m exporter``: export, verify, generate, assemble."""
+"""``python -m exporter``: export, verify, generate, assemble, verify-release."""
 
 import argparse
 import importlib
@@ -44,6 +44,27 @@ def _verify(args: argparse.Namespace) -> int:
     return 1 if problems else 0
 
 
+def _verify_release(args: argparse.Namespace) -> int:
+    from exporter.release import ReleaseProblem, fingerprint, load_public_key, manifest_files, verify_release
+
+    try:
+        public_key = load_public_key(args.public_key)
+    except (OSError, ValueError) as exc:
+        print(f"error: --public-key: {exc}", file=sys.stderr)
+        return 2
+    try:
+        manifest = verify_release(args.folder, public_key)
+    except ReleaseProblem as exc:
+        print(f"problem: {exc}")
+        return 1
+    release = manifest["release"]
+    print(f"release {release['release_id']} of study {release['study']}: signature valid "
+          f"(key {fingerprint(public_key)}), {len(release['episodes'])} episodes, "
+          f"{len(manifest_files(manifest))} files match the manifest, "
+          f"{len(manifest['approvals'])} approvals")
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m exporter", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -60,6 +81,15 @@ def _parser() -> argparse.ArgumentParser:
     verify = commands.add_parser("verify", help="check a shard against its receipt")
     verify.add_argument("shard_dir", type=Path)
     verify.set_defaults(run=_verify)
+
+    verify_release = commands.add_parser(
+        "verify-release", help="check a downloaded release against its signed manifest",
+        description="Check the Ed25519 signature of FOLDER/release-manifest.json and every file it lists. "
+                    "Exit 0 when all is intact, 1 naming the first problem, 2 for a bad key.")
+    verify_release.add_argument("folder", type=Path, help="the release folder (holding release-manifest.json)")
+    verify_release.add_argument("--public-key", required=True,
+                                help="the portal's release key: a PEM file, or base64 of the raw 32 bytes")
+    verify_release.set_defaults(run=_verify_release)
 
     # parsed by their own modules (see main); listed here for --help
     commands.add_parser("generate", help="write a synthetic capture source", add_help=False)
