@@ -65,6 +65,7 @@ INSTALLED_APPS = [
     "portal.studies",
     "portal.access",
     "portal.recordings",
+    "portal.releases",
     # After axes: its failed-login handler has marked a locked-out request when ours audits it.
     "portal.accounts",
 ]
@@ -222,7 +223,8 @@ CERES_HEAVY_QUEUE = f"{CELERY_TASK_DEFAULT_QUEUE}-heavy"
 CELERY_TASK_QUEUES = [Queue(name, Exchange(name), routing_key=name)
                       for name in (CELERY_TASK_DEFAULT_QUEUE, CERES_HEAVY_QUEUE)]
 CELERY_TASK_ROUTES = {name: {"queue": CERES_HEAVY_QUEUE}
-                      for name in ("recordings.export_recording", "recordings.verify_episode")}
+                      for name in ("recordings.export_recording", "recordings.verify_episode",
+                                   "releases.inspect_request", "releases.publish_release")}
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
 CELERY_BEAT_SCHEDULE: dict = {
     "recordings-poll-inbox": {"task": "recordings.poll_inbox", "schedule": 60.0},
@@ -374,6 +376,36 @@ CERES_MAX_SOURCE_BYTES = env_int("CERES_MAX_SOURCE_BYTES", source_limits.MAX_SOU
 CERES_MAX_SOURCE_ENTRIES = env_int("CERES_MAX_SOURCE_ENTRIES", source_limits.MAX_SOURCE_ENTRIES, minimum=3,
                                    maximum=source_limits.MAX_SOURCE_ENTRIES)
 CERES_EXPORT_LEASE_SECONDS = env_int("CERES_EXPORT_LEASE_SECONDS", 600, minimum=1)
+
+
+def _signing_key() -> bytes:
+    """The Ed25519 key that signs release manifests: base64 of its 32-byte private seed."""
+    value = env_str("CERES_SIGNING_KEY")
+    if value is None:
+        # No key given: keep one per data folder (dev machines), like the secret key. A deployment sets it
+        # (`check --deploy` says so): every web and worker process must sign with the same key.
+        path = DATA_DIR / "signing-key"
+        if not path.exists():
+            DATA_DIR.mkdir(parents=True, exist_ok=True)
+            path.write_text(base64.b64encode(secrets.token_bytes(32)).decode())
+            path.chmod(0o600)
+        value = path.read_text().strip()
+    try:
+        key = base64.b64decode(value, validate=True)
+    except binascii.Error:
+        raise ImproperlyConfigured("CERES_SIGNING_KEY is not valid base64") from None
+    if len(key) != 32:
+        raise ImproperlyConfigured(f"CERES_SIGNING_KEY must be base64 of a 32-byte Ed25519 seed, not {len(key)} bytes")
+    return key
+
+
+CERES_SIGNING_KEY = _signing_key()
+CERES_SIGNING_KEY_FROM_ENV = env_str("CERES_SIGNING_KEY") is not None
+# Releases: how recent a shard's receipt verification must be for the gate, how long a second factor
+# counts as fresh for an approval, and a running release's heartbeat lease.
+CERES_RELEASE_RECEIPT_MAX_AGE_HOURS = env_int("CERES_RELEASE_RECEIPT_MAX_AGE_HOURS", 48, minimum=1)
+CERES_APPROVAL_SECOND_FACTOR_MINUTES = env_int("CERES_APPROVAL_SECOND_FACTOR_MINUTES", 10, minimum=1, maximum=720)
+CERES_RELEASE_LEASE_SECONDS = env_int("CERES_RELEASE_LEASE_SECONDS", 600, minimum=1)
 
 LOGGING = {
     "version": 1,

@@ -264,5 +264,18 @@ def remove_second_factor(actor, user) -> None:
     record(actor, "accounts.second_factor_removed", user, before={"devices": names})
 
 
+SECOND_FACTOR_AT = "ceres_second_factor_at"
+
+
+def note_second_factor_passed(session) -> None:
+    """Remember in the session when it last passed the second factor (a release approval asks how fresh it is)."""
+    session[SECOND_FACTOR_AT] = timezone.now().isoformat()
+
+
+def second_factor_passed_at(session) -> datetime | None:
+    value = session.get(SECOND_FACTOR_AT)
+    return datetime.fromisoformat(value) if value else None
+
+
 def _clean_code(code: str) -> str:
     return "".join((code or "").split())

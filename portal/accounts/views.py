@@ -73,6 +73,7 @@ def second_factor(request: HttpRequest) -> HttpResponse:
                 device = services.check_second_factor(request.user, form.cleaned_data["code"], ip=client_ip(request))
         if not outcome.refused:
             otp_login(request, device)
+            services.note_second_factor_passed(request.session)
             return redirect(next_url or "dashboard")
     context = {"form": form, "next": next_url, "enrolling": device is None}
     if device is None:

@@ -35,6 +35,8 @@ class Study(models.Model):
     audio_policy = models.CharField(max_length=16, choices=AudioPolicy.choices, default=AudioPolicy.DISCARD)
     audio_retain_days = models.PositiveIntegerField(null=True, blank=True, validators=[MinValueValidator(1)])
     approvals_required = models.PositiveSmallIntegerField(default=2, validators=[MinValueValidator(1)])
+    approval_second_factor = models.BooleanField(
+        default=False, help_text="Approving a release needs a fresh second factor (CERES_REQUIRE_2FA asks it too).")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

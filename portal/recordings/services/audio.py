@@ -107,13 +107,14 @@ def purge_due_audio(now: datetime | None = None) -> int:
         candidates = list(Recording.objects.filter(audio=Recording.Audio.ENCRYPTED).select_related("study"))
     for recording in candidates:
         with scope(study=recording.study):
-            rule = _purge_rule(recording, now)
+            rule = overdue_purge_rule(recording, now)
             if rule and purge_audio(None, recording, rule=rule):
                 count += 1
     return count
 
 
-def _purge_rule(recording: Recording, now: datetime) -> str | None:
+def overdue_purge_rule(recording: Recording, now: datetime) -> str | None:
+    """The rule by which kept raw audio should be gone by ``now``, or None while it may be kept."""
     study = recording.study
     policy = study.audio_policy
     if policy == Study.AudioPolicy.DISCARD:

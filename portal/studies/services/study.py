@@ -22,6 +22,7 @@ def _snapshot(study: Study) -> dict:
         "audio_policy": study.audio_policy,
         "audio_retain_days": study.audio_retain_days,
         "approvals_required": study.approvals_required,
+        "approval_second_factor": study.approval_second_factor,
     }
 
 
@@ -102,6 +103,19 @@ def set_approvals_required(actor, study: Study, approvals: int) -> Study:
     locked.save(update_fields=["approvals_required"])
     record(actor, "study.approvals_required_changed", locked, before=before, after=_snapshot(locked))
     study.approvals_required = approvals
+    return locked
+
+
+@transaction.atomic
+def set_approval_second_factor(actor, study: Study, required: bool) -> Study:
+    """Whether approving a release of this study needs a fresh second factor (``CERES_REQUIRE_2FA`` asks it of
+    every study)."""
+    locked = _locked(study)
+    before = _snapshot(locked)
+    locked.approval_second_factor = bool(required)
+    locked.save(update_fields=["approval_second_factor"])
+    record(actor, "study.approval_second_factor_changed", locked, before=before, after=_snapshot(locked))
+    study.approval_second_factor = locked.approval_second_factor
     return locked
 
 

@@ -1,0 +1,10 @@
+from django.apps import AppConfig
+
+
+class ReleasesConfig(AppConfig):
+    name = "portal.releases"
+    label = "releases"
+    verbose_name = "Releases"
+
+    def ready(self):
+        from portal.releases import checks, dashboard  # noqa: F401  (dashboard items, the signing key check)

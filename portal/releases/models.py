@@ -1,0 +1,163 @@
+"""Release requests, their frozen episodes, the ethics officers' approvals and the executed release.
+
+Every model carries ``study`` and a ``ScopedManager``. State changes happen only in
+``portal.releases.services``; a request's moves are the ones in ``ReleaseRequest.TRANSITIONS``.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django_scopes import ScopedManager
+
+from exporter.release import episode_folder
+from portal.recordings.models import Episode
+from portal.releases.exceptions import IllegalTransition
+from portal.studies.models import Study
+
+
+class ReleaseRequest(models.Model):
+    class State(models.TextChoices):
+        DRAFT = "draft", "Draft"
+        AWAITING_APPROVAL = "awaiting_approval", "Awaiting approval"
+        APPROVED = "approved", "Approved"
+        RELEASING = "releasing", "Releasing"
+        RELEASED = "released", "Released"
+        REJECTED = "rejected", "Rejected"
+        FAILED = "failed", "Release failed"
+
+    uid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    study = models.ForeignKey(Study, on_delete=models.PROTECT, related_name="release_requests")
+    number = models.PositiveIntegerField(help_text="Counts the study's requests from 1; names the release.")
+    state = models.CharField(max_length=20, choices=State.choices, default=State.DRAFT)
+    purpose = models.TextField()
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    manifest_sha256 = models.CharField(max_length=64, help_text="SHA-256 of the manifest officers are shown.")
+    episode_count = models.PositiveIntegerField()
+    decided_at = models.DateTimeField(null=True, blank=True, help_text="When it was approved or rejected.")
+    rejected_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True,
+                                    related_name="+")
+    reason = models.TextField(blank=True, help_text="Why it was rejected, or why the release failed.")
+
+    # The moves a request may make, and nothing else. A failed release may be tried again; nothing is
+    # approved by timeout, and a released or rejected request never moves again.
+    TRANSITIONS: dict[str, frozenset[str]] = {
+        State.DRAFT: frozenset({State.AWAITING_APPROVAL, State.REJECTED}),
+        State.AWAITING_APPROVAL: frozenset({State.APPROVED, State.REJECTED}),
+        State.APPROVED: frozenset({State.RELEASING}),
+        State.RELEASING: frozenset({State.RELEASED, State.FAILED}),
+        State.FAILED: frozenset({State.RELEASING}),
+        State.RELEASED: frozenset(),
+        State.REJECTED: frozenset(),
+    }
+    OPEN = frozenset({State.DRAFT, State.AWAITING_APPROVAL})
+
+    objects = ScopedManager(study="study")
+
+    class Meta:
+        ordering = ["-number"]
+        constraints = [models.UniqueConstraint(fields=["study", "number"], name="release_request_number_unique")]
+        indexes = [models.Index(fields=["study", "state", "number"]),
+                   models.Index(fields=["study", "requested_by", "number"])]
+
+    def __str__(self) -> str:
+        return self.release_id
+
+    @property
+    def release_id(self) -> str:
+        return f"release-{self.number:04d}"
+
+    @property
+    def prefix(self) -> str:
+        """Every object of this release in the ``releases`` storage lives under this prefix."""
+        return f"releases/{self.study.code}/{self.release_id}/"
+
+    def can_move_to(self, state: str) -> bool:
+        return state in self.TRANSITIONS[self.state]
+
+    def move_to(self, state: str) -> None:
+        if not self.can_move_to(state):
+            raise IllegalTransition(f"{self.release_id} is {self.get_state_display().lower()}; it cannot become "
+                                    f"{self.State(state).label.lower()}")
+        self.state = state
+
+
+class ReleaseItem(models.Model):
+    """One episode of a request, frozen when the request was made: its receipt digest and every file."""
+
+    study = models.ForeignKey(Study, on_delete=models.PROTECT, related_name="+")
+    request = models.ForeignKey(ReleaseRequest, on_delete=models.CASCADE, related_name="items")
+    episode = models.ForeignKey(Episode, on_delete=models.PROTECT, related_name="release_items")
+    episode_index = models.PositiveIntegerField()
+    receipt_sha256 = models.CharField(max_length=64)
+    files = models.JSONField(help_text="The shard's files, receipt included: path, bytes, sha256.")
+    inspected_at = models.DateTimeField(null=True, blank=True,
+                                        help_text="When the stored shard's bytes were read for the gate.")
+    video_has_audio = models.BooleanField(null=True, blank=True,
+                                          help_text="Whether the stored video has an audio stream (null: no video).")
+    leaks = models.JSONField(default=list, blank=True,
+                             help_text="Raw device identifiers or user-agent strings found in the stored shard.")
+    inspection_error = models.TextField(blank=True)
+
+    objects = ScopedManager(study="study")
+
+    class Meta:
+        ordering = ["episode_index"]
+        constraints = [models.UniqueConstraint(fields=["request", "episode"], name="release_item_unique")]
+
+    def __str__(self) -> str:
+        return self.folder
+
+    @property
+    def folder(self) -> str:
+        return episode_folder(self.episode_index)
+
+
+class Approval(models.Model):
+    """One ethics officer's approval of a request: who, when, and the manifest digest they were shown."""
+
+    study = models.ForeignKey(Study, on_delete=models.PROTECT, related_name="+")
+    request = models.ForeignKey(ReleaseRequest, on_delete=models.PROTECT, related_name="approvals")
+    officer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    approved_at = models.DateTimeField()
+    manifest_sha256 = models.CharField(max_length=64)
+
+    objects = ScopedManager(study="study")
+
+    class Meta:
+        ordering = ["approved_at", "pk"]
+        constraints = [models.UniqueConstraint(fields=["request", "officer"], name="approval_once_per_officer")]
+
+    def __str__(self) -> str:
+        return f"{self.request} approved by {self.officer}"
+
+
+class Release(models.Model):
+    """The executed release: objects copied to the ``releases`` storage, the signed manifest, progress."""
+
+    study = models.ForeignKey(Study, on_delete=models.PROTECT, related_name="+")
+    request = models.OneToOneField(ReleaseRequest, on_delete=models.PROTECT, related_name="release")
+    prefix = models.CharField(max_length=300)
+    objects_total = models.PositiveIntegerField(help_text="Shard files, the manifest and its signature.")
+    objects_copied = models.PositiveIntegerField(default=0, help_text="Objects in place and checked.")
+    objects_found = models.PositiveIntegerField(
+        default=0, help_text="Of those, objects an interrupted attempt had already stored with the right digest.")
+    attempts = models.PositiveIntegerField(default=0)
+    started_at = models.DateTimeField(auto_now_add=True)
+    lease_until = models.DateTimeField(null=True, blank=True, help_text="A running attempt's heartbeat deadline.")
+    last_error = models.TextField(blank=True)
+    manifest = models.BinaryField(blank=True, default=b"", help_text="The manifest's exact bytes, once signed.")
+    manifest_sha256 = models.CharField(max_length=64, blank=True)
+    signature = models.BinaryField(blank=True, default=b"", help_text="Raw Ed25519 signature of the manifest.")
+    key_fingerprint = models.CharField(max_length=64, blank=True)
+    signed_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ScopedManager(study="study")
+
+    def __str__(self) -> str:
+        return f"release of {self.request}"

@@ -1,0 +1,253 @@
+"""The automatic release gate: one checklist per episode, computed here and nowhere else. The request page
+shows it; submitting and approving refuse while any check fails, naming the episode and why.
+
+Two checks read the stored shard's bytes (the video's streams, the leak scan). A shard is immutable and its
+receipt is re-verified, so they run once per request, in a task (``inspect_request``), and are stored on the
+request's items; until then they are pending, which blocks like a failure. The other checks read the registry
+live, every time the gate is computed.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from exporter.leaks import find_leaks, raw_identifiers
+from exporter.receipt import file_digest
+from exporter.video import has_audio_stream
+from portal.audit.services import record
+from portal.core import storage
+from portal.recordings.models import Episode, Recording
+from portal.recordings.services.audio import overdue_purge_rule
+from portal.releases.exceptions import GateFailed
+from portal.releases.models import ReleaseItem, ReleaseRequest
+from portal.studies.models import ConsentEvent, Demonstrator
+from portal.studies.services.consent import consent_coverage
+
+PASS, FAIL, PENDING = "pass", "fail", "pending"
+RELEASE_SCOPE = ConsentEvent.Scope.EPISODE_RELEASE
+LABELS = {
+    "consent": "Consent covers the recording date and episode release",
+    "withdrawal": "Demonstrator has not withdrawn",
+    "headset": "Headset registered to the study on the recording date",
+    "audio": "Audio policy honoured",
+    "receipt": "Receipt verified recently",
+    "leaks": "No raw device identifier or user-agent string",
+}
+
+
+@dataclass(frozen=True)
+class Check:
+    key: str
+    status: str
+    detail: str
+
+    @property
+    def label(self) -> str:
+        return LABELS[self.key]
+
+    @property
+    def passed(self) -> bool:
+        return self.status == PASS
+
+
+@dataclass
+class EpisodeGate:
+    item: ReleaseItem
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return all(check.passed for check in self.checks)
+
+    @property
+    def problems(self) -> list[str]:
+        return [f"{check.label.lower()}: {check.detail}" for check in self.checks if not check.passed]
+
+
+@dataclass
+class Gate:
+    episodes: list[EpisodeGate]
+
+    @property
+    def passed(self) -> bool:
+        return all(episode.passed for episode in self.episodes)
+
+    @property
+    def pending(self) -> bool:
+        return any(check.status == PENDING for episode in self.episodes for check in episode.checks)
+
+    def failures(self) -> list[dict[str, Any]]:
+        return [{"episode": episode.item.folder, "problems": episode.problems}
+                for episode in self.episodes if not episode.passed]
+
+    def message(self) -> str:
+        return "; ".join(f"{failure['episode']}: {', '.join(failure['problems'])}" for failure in self.failures())
+
+
+def evaluate(request: ReleaseRequest, *, now: datetime | None = None) -> Gate:
+    """The checklist of every episode of the request, as of ``now``."""
+    now = now or timezone.now()
+    items = request.items.select_related("episode", "episode__recording__study", "episode__recording__headset",
+                                         "episode__recording__demonstrator")
+    events: dict[int, list[ConsentEvent]] = {}
+    gate = Gate([])
+    for item in items:
+        recording = item.episode.recording
+        recorded_on = recording.recorded_on
+        demonstrator = recording.demonstrator
+        if demonstrator is not None and demonstrator.pk not in events:
+            events[demonstrator.pk] = list(ConsentEvent.objects.filter(demonstrator=demonstrator)
+                                           .order_by("event_date", "recorded_at", "pk"))
+        gate.episodes.append(EpisodeGate(item, [
+            _consent(demonstrator, recorded_on),
+            _withdrawal(demonstrator, recorded_on, events.get(getattr(demonstrator, "pk", None), [])),
+            _headset(recording, recorded_on),
+            _audio(item, recording, now),
+            _receipt(item, item.episode, now),
+            _leaks(item),
+        ]))
+    return gate
+
+
+def require_passing(request: ReleaseRequest, what: str) -> Gate:
+    """``GateFailed`` naming every failing episode and why, unless the whole gate passes."""
+    gate = evaluate(request)
+    if not gate.passed:
+        raise GateFailed(f"{request.release_id} cannot be {what}: the release gate fails for "
+                         f"{gate.message()}", gate.failures())
+    return gate
+
+
+def _consent(demonstrator: Demonstrator | None, recorded_on: date) -> Check:
+    if demonstrator is None:
+        return Check("consent", FAIL, "the recording has no registered demonstrator")
+    coverage = consent_coverage(demonstrator, recorded_on, RELEASE_SCOPE)
+    return Check("consent", PASS if coverage.covered else FAIL, f"{demonstrator}: {coverage.reason}")
+
+
+def _withdrawal(demonstrator: Demonstrator | None, recorded_on: date, events: list[ConsentEvent]) -> Check:
+    """Fails when the demonstrator stands withdrawn now, or withdrew on or after the recording date (a later
+    renewal does not bring back recordings made under the consent they withdrew)."""
+    if demonstrator is None:
+        return Check("withdrawal", FAIL, "the recording has no registered demonstrator")
+    withdrawals = [event for event in events if event.kind == ConsentEvent.Kind.WITHDRAWN]
+    if events and events[-1].kind == ConsentEvent.Kind.WITHDRAWN:
+        return Check("withdrawal", FAIL, f"{demonstrator} withdrew consent on {events[-1].event_date}")
+    after = [event for event in withdrawals if event.event_date >= recorded_on]
+    if after:
+        return Check("withdrawal", FAIL, f"{demonstrator} withdrew consent on {after[0].event_date}, on or after "
+                                         f"the recording date {recorded_on}")
+    if withdrawals:
+        return Check("withdrawal", PASS, f"withdrew on {withdrawals[-1].event_date}, before this recording, and "
+                                         f"consented again")
+    return Check("withdrawal", PASS, "no withdrawal recorded")
+
+
+def _headset(recording: Recording, recorded_on: date) -> Check:
+    """A headset registered after the recording passes (ingest accepts it once a coordinator fixes the
+    registry), and the checklist says so; a headset retired on or before the recording date fails."""
+    headset = recording.headset
+    if headset is None:
+        return Check("headset", FAIL, "the recording has no registered headset")
+    if headset.retired_on is not None and headset.retired_on <= recorded_on:
+        return Check("headset", FAIL, f"{headset} was retired on {headset.retired_on}, on or before the "
+                                      f"recording date {recorded_on}")
+    registered_on = timezone.localdate(headset.registered_at)
+    if registered_on > recorded_on:
+        return Check("headset", PASS, f"{headset}: registered late, on {registered_on} (recorded {recorded_on})")
+    return Check("headset", PASS, f"{headset}: registered on {registered_on}")
+
+
+def _audio(item: ReleaseItem, recording: Recording, now: datetime) -> Check:
+    if item.inspected_at is None:
+        return Check("audio", PENDING, "the stored video has not been read yet")
+    if item.inspection_error:
+        return Check("audio", FAIL, f"the stored shard could not be read: {item.inspection_error}")
+    if item.video_has_audio:
+        return Check("audio", FAIL, "the stored video has an audio stream")
+    rule = overdue_purge_rule(recording, now) if recording.audio == Recording.Audio.ENCRYPTED else None
+    if rule:
+        return Check("audio", FAIL, f"raw audio is still kept although the rule '{rule}' says it is purged")
+    policy = recording.study.audio_policy_label
+    video = "the stored video has no audio stream" if item.video_has_audio is False else "no video"
+    return Check("audio", PASS, f"{video}; raw audio {recording.get_audio_display().lower()} (policy {policy})")
+
+
+def _receipt(item: ReleaseItem, episode: Episode, now: datetime) -> Check:
+    if episode.receipt_sha256 != item.receipt_sha256:
+        return Check("receipt", FAIL, "the episode's receipt is not the one frozen in the request")
+    if episode.receipt_status == Episode.Receipt.MISMATCH:
+        return Check("receipt", FAIL, f"the stored shard did not match its receipt at "
+                                      f"{episode.verified_at:%Y-%m-%d %H:%M}")
+    max_age = timedelta(hours=settings.CERES_RELEASE_RECEIPT_MAX_AGE_HOURS)
+    if episode.verified_at is None or episode.receipt_status != Episode.Receipt.VERIFIED:
+        return Check("receipt", FAIL, "the shard has not been verified; re-verify it")
+    if now - episode.verified_at > max_age:
+        return Check("receipt", FAIL, f"last verified {episode.verified_at:%Y-%m-%d %H:%M}, more than "
+                                      f"{settings.CERES_RELEASE_RECEIPT_MAX_AGE_HOURS} h ago; re-verify it")
+    return Check("receipt", PASS, f"verified {episode.verified_at:%Y-%m-%d %H:%M}")
+
+
+def _leaks(item: ReleaseItem) -> Check:
+    if item.inspected_at is None:
+        return Check("leaks", PENDING, "the stored shard has not been scanned yet")
+    if item.inspection_error:
+        return Check("leaks", FAIL, f"the stored shard could not be read: {item.inspection_error}")
+    if item.leaks:
+        return Check("leaks", FAIL, "; ".join(item.leaks))
+    return Check("leaks", PASS, f"none in the {len(item.files)} stored files")
+
+
+# --- reading the stored shard ----------------------------------------------------------------------
+
+
+def _capture_identifiers(recording: Recording) -> dict[str, str]:
+    """The raw identifiers the stored capture source's ``capture.json`` holds."""
+    entry = next((item for item in recording.source_files if item["name"] == "capture.json"), None)
+    if entry is None:
+        raise ValueError("the stored capture source has no capture.json")
+    with storage.captures().open(entry["path"], "rb") as stream:
+        return raw_identifiers(json.loads(stream.read()))
+
+
+def _inspect(item: ReleaseItem) -> dict[str, Any]:
+    """Fetch the stored shard, check each file against the frozen digests, look for audio streams in its video
+    and for the capture source's raw identifiers in its bytes."""
+    episode = item.episode
+    with tempfile.TemporaryDirectory(prefix="ceres-gate-") as scratch:
+        root = Path(scratch)
+        for entry in item.files:
+            local = root / entry["path"]
+            storage.fetch(storage.shards(), episode.prefix + entry["path"], local)
+            if file_digest(local) != (entry["sha256"], entry["bytes"]):
+                return {"inspection_error": f"{entry['path']} does not match its receipt"}
+        videos = [entry["path"] for entry in item.files if entry["path"].endswith(".mp4")]
+        return {
+            "video_has_audio": any(has_audio_stream(root / name) for name in videos) if videos else None,
+            "leaks": find_leaks(root, _capture_identifiers(episode.recording)),
+            "inspection_error": "",
+        }
+
+
+def inspect_request(request: ReleaseRequest) -> int:
+    """Read the stored shard of every item not yet inspected (idempotent); returns how many were read."""
+    done = 0
+    for item in request.items.filter(inspected_at__isnull=True).select_related("episode__recording__study"):
+        try:
+            result = _inspect(item)
+        except (FileNotFoundError, ValueError) as exc:
+            result = {"inspection_error": str(exc)}
+        with transaction.atomic():
+            ReleaseItem.objects.filter(pk=item.pk).update(inspected_at=timezone.now(), **result)
+            record(None, "release.episode_inspected", request, after={"episode": item.folder, **result})
+        done += 1
+    return done

@@ -1,0 +1,158 @@
+"""Release requests: a coordinator freezes a list of verified episodes with a purpose (a draft), submits it
+for approval; a request ends rejected (with a reason) or released. Also the one place a request changes
+state: the move is checked against ``ReleaseRequest.TRANSITIONS``, saved and audited."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Max, QuerySet
+from django.utils import timezone
+
+from exporter.receipt import RECEIPT
+from portal.access.models import Role
+from portal.access.permissions import has_role
+from portal.audit.services import record
+from portal.core import queue, storage
+from portal.recordings.models import Episode, Recording
+from portal.releases.exceptions import ReleaseError
+from portal.releases.models import ReleaseItem, ReleaseRequest
+from portal.releases.services import manifest
+from portal.releases.services.gate import require_passing
+from portal.studies.models import Study
+
+State = ReleaseRequest.State
+PURPOSE_MAX_CHARS = 2000
+MAX_EPISODES = 1000
+
+
+def snapshot(request: ReleaseRequest) -> dict[str, Any]:
+    return {"state": request.state, "reason": request.reason, "manifest_sha256": request.manifest_sha256}
+
+
+def set_state(actor, request: ReleaseRequest, state: str, *, action: str, after: dict | None = None,
+              **fields) -> None:
+    """Move ``request`` to ``state`` (``IllegalTransition`` if the table forbids it) with ``fields``, audited, in
+    the caller's transaction."""
+    before = snapshot(request)
+    request.move_to(state)
+    for name, value in fields.items():
+        setattr(request, name, value)
+    request.save()
+    record(actor, action, request, before=before, after={**snapshot(request), **(after or {})})
+
+
+def lock_fresh(request: ReleaseRequest) -> None:
+    """Lock the request's row and reload it, so a state check holds until the transaction ends."""
+    ReleaseRequest.objects.select_for_update(of=("self",)).only("pk").get(pk=request.pk)
+    request.refresh_from_db()
+
+
+def releasable_episodes() -> QuerySet[Episode]:
+    """Episodes of the study in scope that may be put into a release: their shard verified against its receipt."""
+    return Episode.objects.filter(receipt_status=Episode.Receipt.VERIFIED, recording__state=Recording.State.VERIFIED)
+
+
+def _require(actor, study: Study, role: str, what: str) -> None:
+    if not has_role(actor, study, role):
+        raise ReleaseError(f"only a {Role(role).label.lower()} of study {study.code} can {what}")
+
+
+def _frozen_files(episode: Episode) -> list[dict[str, Any]]:
+    """The shard's files as its receipt lists them, and the stored receipt itself (read from storage: its
+    digest must be the one recorded at export)."""
+    sha256, size = storage.digest(storage.shards(), episode.prefix + RECEIPT)
+    if sha256 != episode.receipt_sha256:
+        raise ReleaseError(f"{episode.folder}: the stored receipt no longer matches the one recorded at export")
+    files = [{"path": item["path"], "bytes": item["bytes"], "sha256": item["sha256"]} for item in episode.shard_files]
+    return [*files, {"path": RECEIPT, "bytes": size, "sha256": sha256}]
+
+
+def create_request(actor, study: Study, *, episodes: Iterable[Episode], purpose: str) -> ReleaseRequest:
+    """A coordinator asks for a release of verified episodes: a draft with the episodes, their receipt digests
+    and every file frozen. The stored shards are then inspected for the gate (a task)."""
+    _require(actor, study, Role.COORDINATOR, "ask for a release")
+    purpose = (purpose or "").strip()
+    if not purpose:
+        raise ReleaseError("a release request needs a purpose: say what the episodes are released for")
+    if len(purpose) > PURPOSE_MAX_CHARS:
+        raise ReleaseError(f"the purpose is longer than {PURPOSE_MAX_CHARS} characters")
+    chosen = {episode.pk: episode for episode in episodes}
+    if not chosen:
+        raise ReleaseError("choose at least one episode to release")
+    if len(chosen) > MAX_EPISODES:
+        raise ReleaseError(f"a release holds at most {MAX_EPISODES} episodes; split it into several requests")
+    found = {episode.pk: episode for episode in releasable_episodes().filter(pk__in=chosen)
+             .select_related("recording")}
+    refused = sorted(episode.folder for pk, episode in chosen.items() if pk not in found)
+    if refused:
+        raise ReleaseError(f"only episodes whose shard is verified can be released; not {', '.join(refused)}")
+    frozen = {pk: _frozen_files(episode) for pk, episode in found.items()}
+    with transaction.atomic():
+        Study.objects.select_for_update().filter(pk=study.pk).first()  # serialises the numbers
+        number = (ReleaseRequest.objects.aggregate(last=Max("number"))["last"] or 0) + 1
+        request = ReleaseRequest(study=study, number=number, purpose=purpose, requested_by=actor,
+                                 episode_count=len(found))
+        request.manifest_sha256 = ""
+        request.save()
+        items = ReleaseItem.objects.bulk_create([
+            ReleaseItem(study=study, request=request, episode=episode, episode_index=episode.episode_index,
+                        receipt_sha256=episode.receipt_sha256, files=frozen[pk])
+            for pk, episode in sorted(found.items(), key=lambda pair: pair[1].episode_index)])
+        for item in items:
+            item.episode = found[item.episode_id]
+        request.manifest_sha256 = manifest.section_digest(request, items)
+        request.save(update_fields=["manifest_sha256"])
+        record(actor, "release.requested", request, after={
+            **snapshot(request), "purpose": purpose, "episodes": [item.folder for item in items],
+            "receipts": {item.folder: item.receipt_sha256 for item in items}})
+        queue.enqueue("releases.inspect_request", request.pk)
+    return request
+
+
+def submit(actor, request: ReleaseRequest) -> ReleaseRequest:
+    """A coordinator sends a draft to the ethics officers; refused while the gate fails for any episode."""
+    _require(actor, request.study, Role.COORDINATOR, "submit a release request")
+    with transaction.atomic():
+        lock_fresh(request)
+        if request.state != State.DRAFT:
+            raise ReleaseError(f"{request.release_id} is {request.get_state_display().lower()}, not a draft")
+        require_passing(request, "submitted")
+        set_state(actor, request, State.AWAITING_APPROVAL, action="release.submitted", submitted_at=timezone.now())
+    return request
+
+
+def reject(actor, request: ReleaseRequest, *, reason: str) -> ReleaseRequest:
+    """End a draft or a request awaiting approval, with a reason: an ethics officer of the study rejects it, or
+    its requester withdraws it."""
+    reason = (reason or "").strip()
+    if not reason:
+        raise ReleaseError("a rejection needs a reason")
+    study = request.study
+    is_requester = getattr(actor, "pk", None) == request.requested_by_id
+    if not is_requester and not has_role(actor, study, Role.ETHICS_OFFICER):
+        raise ReleaseError(f"only an ethics officer of study {study.code}, or its requester, can reject "
+                           f"{request.release_id}")
+    with transaction.atomic():
+        lock_fresh(request)
+        if request.state not in ReleaseRequest.OPEN:
+            raise ReleaseError(f"{request.release_id} is {request.get_state_display().lower()}; only a draft or "
+                               f"a request awaiting approval can be rejected")
+        set_state(actor, request, State.REJECTED, action="release.rejected", reason=reason, rejected_by=actor,
+                  decided_at=timezone.now(), after={"withdrawn_by_requester": is_requester})
+    return request
+
+
+def reverify(actor, request: ReleaseRequest) -> int:
+    """Re-verify the request's shards against their receipts now (the gate's freshness), in the worker."""
+    study = request.study
+    if not (has_role(actor, study, Role.COORDINATOR) or has_role(actor, study, Role.ETHICS_OFFICER)):
+        raise ReleaseError(f"only a coordinator or ethics officer of study {study.code} can re-verify receipts")
+    episodes = list(request.items.values_list("episode_id", flat=True))
+    with transaction.atomic():
+        record(actor, "release.reverification_requested", request, after={"episodes": len(episodes)})
+        for pk in episodes:
+            queue.enqueue("recordings.verify_episode", pk)
+    return len(episodes)
