@@ -44,23 +44,27 @@ def team(reg, make_user) -> Team:
 
 
 @pytest.fixture
-def verified(reg, make_capture):
-    """``verified(count, **capture_options)``: episodes exported and verified from fresh captures."""
+def verified_factory(make_capture):
+    """``verified_factory(registry, **capture_options)``: an episode of the registry's study, exported and verified
+    from a fresh capture."""
 
-    def make(count: int = 1, **options) -> list[Episode]:
-        episodes = []
-        with scope(study=reg.study):
-            for _ in range(count):
-                capture = make_capture(reg.claims(), **{"seconds": 1.0, "width": 32, "height": 24, **options})
-                recording = ingest_path(reg.coordinator, reg.study, capture)
-                export_recording(recording.pk)
-                episode = Episode.objects.get(recording=recording)
-                verify_episode(episode)
-                episode.refresh_from_db()
-                episodes.append(episode)
-        return episodes
+    def make(registry, **options) -> Episode:
+        with scope(study=registry.study):
+            capture = make_capture(registry.claims(), **{"seconds": 1.0, "width": 32, "height": 24, **options})
+            recording = ingest_path(registry.coordinator, registry.study, capture)
+            export_recording(recording.pk)
+            episode = Episode.objects.select_related("recording").get(recording=recording)
+            verify_episode(episode)
+            episode.refresh_from_db()
+        return episode
 
     return make
+
+
+@pytest.fixture
+def verified(reg, verified_factory):
+    """``verified(count, **capture_options)``: episodes of the registry's study, exported and verified."""
+    return lambda count=1, **options: [verified_factory(reg, **options) for _ in range(count)]
 
 
 @pytest.fixture
