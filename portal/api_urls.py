@@ -4,6 +4,7 @@ from rest_framework.routers import DefaultRouter
 
 from portal.accounts import api as accounts_api
 from portal.recordings import api as recordings_api
+from portal.releases import api as releases_api
 from portal.studies import api as studies_api
 
 router = DefaultRouter()
@@ -16,5 +17,6 @@ router.register(rf"{STUDY}/consent-documents", studies_api.ConsentDocumentViewSe
 router.register(rf"{STUDY}/consent-events", studies_api.ConsentEventViewSet, basename="api-consent-event")
 router.register(rf"{STUDY}/recordings", recordings_api.RecordingViewSet, basename="api-recording")
 router.register(rf"{STUDY}/episodes", recordings_api.EpisodeViewSet, basename="api-episode")
+router.register(rf"{STUDY}/release-requests", releases_api.ReleaseRequestViewSet, basename="api-release-request")
 
 urlpatterns = router.urls

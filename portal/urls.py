@@ -5,6 +5,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 
 from portal.accounts import views as accounts_views
 from portal.core import views as core_views
+from portal.releases import views as releases_views
 
 urlpatterns = [
     path("", core_views.dashboard, name="dashboard"),
@@ -15,6 +16,8 @@ urlpatterns = [
     path("favicon.ico", core_views.favicon),
     path("studies/<slug:study_code>/", include("portal.studies.urls")),
     path("studies/<slug:study_code>/recordings/", include("portal.recordings.urls")),
+    path("studies/<slug:study_code>/releases/", include("portal.releases.urls")),
+    path(".well-known/ceres-release-key", releases_views.public_key, name="release-public-key"),
     path("studies/<slug:study_code>/lockouts/", accounts_views.study_lockouts, name="study-lockouts"),
     path("api/", include("portal.api_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),

@@ -6,6 +6,7 @@ existing object first and insists the stored name is the one asked for.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
@@ -95,3 +96,37 @@ def digest(storage: Storage, name: str) -> tuple[str, int]:
     """SHA-256 (hex) and length of a stored object, streamed from the storage."""
     with storage.open(name, "rb") as source:
         return stream_digest(source)
+
+
+def parse_range(header: str, size: int) -> tuple[int, int] | None:
+    """The span (first and last byte, inclusive) an HTTP ``Range`` header asks of an object of ``size`` bytes:
+    the whole object when there is no header or it is not one ``bytes`` range (serving it all is allowed);
+    None when the range cannot be satisfied (answer 416)."""
+    unit, _, spec = header.partition("=")
+    if unit.strip() != "bytes" or "," in spec or "-" not in spec:
+        return (0, size - 1)
+    first, _, last = spec.strip().partition("-")
+    try:
+        if first == "":  # the last N bytes
+            count = int(last)
+            return (max(0, size - count), size - 1) if count > 0 and size > 0 else None
+        start = int(first)
+        end = min(int(last), size - 1) if last else size - 1
+    except ValueError:
+        return (0, size - 1)
+    return (start, end) if 0 <= start <= end else None
+
+
+def read_range(storage: Storage, name: str, start: int, end: int) -> Iterator[bytes]:
+    """Stream bytes ``start`` to ``end`` (inclusive) of a stored object without reading the rest: a ranged GET
+    on S3, a seek on local folders."""
+    if hasattr(storage, "bucket"):  # django-storages' S3 storage
+        body = storage.bucket.Object(name).get(Range=f"bytes={start}-{end}")["Body"]
+        yield from body.iter_chunks(CHUNK)
+        return
+    left = end - start + 1
+    with storage.open(name, "rb") as source:
+        source.seek(start)
+        while left > 0 and (block := source.read(min(CHUNK, left))):
+            left -= len(block)
+            yield block

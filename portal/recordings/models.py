@@ -112,7 +112,7 @@ class Recording(models.Model):
                 condition=models.Q(duplicate_of__isnull=True) & ~models.Q(content_sha256=""),
             ),
         ]
-        indexes = [models.Index(fields=["study", "state"])]
+        indexes = [models.Index(fields=["study", "state"]), models.Index(fields=["study", "recorded_at"])]
 
     def __str__(self) -> str:
         return self.capture_id or self.original_name

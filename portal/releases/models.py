@@ -18,6 +18,28 @@ from portal.releases.exceptions import IllegalTransition
 from portal.studies.models import Study
 
 
+class EpisodeTag(models.Model):
+    """A task or an outcome of an episode's retained segments: what the release request page filters on."""
+
+    class Kind(models.TextChoices):
+        TASK = "task", "Task"
+        OUTCOME = "outcome", "Outcome"
+
+    study = models.ForeignKey(Study, on_delete=models.PROTECT, related_name="+")
+    episode = models.ForeignKey(Episode, on_delete=models.CASCADE, related_name="tags")
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    value = models.CharField(max_length=500)
+
+    objects = ScopedManager(study="study")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["episode", "kind", "value"], name="episode_tag_unique")]
+        indexes = [models.Index(fields=["study", "kind", "value"])]
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.value}"
+
+
 class ReleaseRequest(models.Model):
     class State(models.TextChoices):
         DRAFT = "draft", "Draft"

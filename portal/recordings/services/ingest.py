@@ -162,6 +162,7 @@ def _describe(recording: Recording, capture: Capture) -> None:
         "segments": len(capture.retained_segments),
         "dropped_retries": capture.dropped_retries,
         "tasks": capture.tasks,
+        "outcomes": sorted({segment.outcome for segment in capture.retained_segments}),
         "camera": (None if capture.camera is None else
                    {"selected": capture.camera.selected, "width": probe.width, "height": probe.height,
                     "frames": probe.frame_count}),

@@ -14,6 +14,7 @@ from portal.audit.services import record
 from portal.core import queue, storage
 from portal.recordings.models import Alert, Episode, Recording, Verification
 from portal.recordings.services.history import note, set_state
+from portal.recordings.signals import episode_verified
 
 
 def _problems(episode: Episode) -> list[str]:
@@ -69,6 +70,7 @@ def verify_episode(episode: Episode) -> Verification:
         elif recording.state == Recording.State.EXPORTED:
             set_state(None, recording, Recording.State.VERIFIED, action="recording.verified",
                       note_text=f"{episode.folder} verified against its receipt")
+            episode_verified.send(sender=Episode, episode=episode)
     return result
 
 

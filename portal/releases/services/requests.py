@@ -18,7 +18,7 @@ from portal.audit.services import record
 from portal.core import queue, storage
 from portal.recordings.models import Episode, Recording
 from portal.releases.exceptions import ReleaseError
-from portal.releases.models import ReleaseItem, ReleaseRequest
+from portal.releases.models import EpisodeTag, ReleaseItem, ReleaseRequest
 from portal.releases.services import manifest
 from portal.releases.services.gate import require_passing
 from portal.studies.models import Study
@@ -53,6 +53,18 @@ def lock_fresh(request: ReleaseRequest) -> None:
 def releasable_episodes() -> QuerySet[Episode]:
     """Episodes of the study in scope that may be put into a release: their shard verified against its receipt."""
     return Episode.objects.filter(receipt_status=Episode.Receipt.VERIFIED, recording__state=Recording.State.VERIFIED)
+
+
+def episode_tags(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    """The (kind, value) tags of an episode from its recording's summary: tasks and outcomes of its segments."""
+    return ([(EpisodeTag.Kind.TASK, task[:500]) for task in summary.get("tasks", [])]
+            + [(EpisodeTag.Kind.OUTCOME, outcome[:500]) for outcome in summary.get("outcomes", [])])
+
+
+def tag_episode(episode: Episode) -> None:
+    EpisodeTag.objects.bulk_create(
+        [EpisodeTag(study_id=episode.study_id, episode=episode, kind=kind, value=value)
+         for kind, value in episode_tags(episode.recording.summary)], ignore_conflicts=True)
 
 
 def _require(actor, study: Study, role: str, what: str) -> None:

@@ -1,0 +1,341 @@
+"""Release pages: requests by state, a new request (episodes chosen by filters or by hand), a request with its
+gate checklist, approvals, manifest and signature status, the review viewer per episode, and the public key."""
+
+from __future__ import annotations
+
+from django import forms
+from django.conf import settings
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.db.models import Count
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_POST
+
+from exporter.jsonfile import json_bytes
+from exporter.release import MANIFEST, SIGNATURE
+from portal.access.models import Role
+from portal.access.permissions import study_view
+from portal.accounts.network import client_ip
+from portal.accounts.services import note_second_factor_passed, second_factor_passed_at
+from portal.core import storage
+from portal.core.errors import refusals
+from portal.releases.models import EpisodeTag, ReleaseItem, ReleaseRequest
+from portal.releases.services import approval, gate, manifest, publish, requests, review
+from portal.studies.models import Demonstrator, Headset
+
+COORDINATOR, ETHICS = Role.COORDINATOR, Role.ETHICS_OFFICER
+State = ReleaseRequest.State
+PAGE_SIZE = 50
+
+
+def _query_prefix(request: HttpRequest) -> str:
+    """The page's query without its page number, ready for ``?{prefix}page=N``."""
+    params = request.GET.copy()
+    params.pop("page", None)
+    return f"{params.urlencode()}&" if params else ""
+
+
+def _request(number: int) -> ReleaseRequest:
+    return get_object_or_404(ReleaseRequest.objects.select_related("study", "requested_by", "rejected_by"),
+                             number=number)
+
+
+@study_view(COORDINATOR, ETHICS)
+def release_list(request: HttpRequest, study) -> HttpResponse:
+    state = request.GET.get("state", "")
+    if state and state not in State.values:
+        state = ""
+    mine = request.GET.get("mine") == "1"
+    requests_ = ReleaseRequest.objects.select_related("requested_by").only(
+        "number", "state", "purpose", "created_at", "episode_count", "requested_by__username", "study_id")
+    base = ReleaseRequest.objects.filter(requested_by=request.user) if mine else ReleaseRequest.objects.all()
+    counts = dict(base.values_list("state").annotate(n=Count("pk")).order_by())
+    if mine:
+        requests_ = requests_.filter(requested_by=request.user)
+    if state:
+        requests_ = requests_.filter(state=state)
+    page = Paginator(requests_.annotate(approval_count=Count("approvals")), PAGE_SIZE).get_page(
+        request.GET.get("page"))
+    waiting = set(approval.awaiting_officer(request.user).values_list("pk", flat=True)) \
+        if ETHICS in request.study_roles else set()
+    return render(request, "releases/list.html", {
+        "study": study, "page": page, "state": state, "mine": mine, "waiting": waiting,
+        "states": [(value, label, counts.get(value, 0)) for value, label in State.choices],
+        "total": sum(counts.values()), "can_request": COORDINATOR in request.study_roles,
+        "query_prefix": _query_prefix(request),
+    })
+
+
+class EpisodeFilter(forms.Form):
+    task = forms.ChoiceField(required=False)
+    outcome = forms.ChoiceField(required=False)
+    headset = forms.ModelChoiceField(queryset=Headset.objects.none(), required=False, empty_label="any headset")
+    demonstrator = forms.ModelChoiceField(queryset=Demonstrator.objects.none(), required=False,
+                                          empty_label="any demonstrator")
+    recorded_from = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    recorded_to = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    state = forms.ChoiceField(required=False, label="Release state", choices=[
+        ("", "any"), ("unrequested", "in no release request yet"), ("requested", "in an open or released request")])
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["headset"].queryset = Headset.objects.all()
+        self.fields["demonstrator"].queryset = Demonstrator.objects.all()
+        for kind in EpisodeTag.Kind.values:
+            values = EpisodeTag.objects.filter(kind=kind).values_list("value", flat=True).distinct().order_by("value")
+            self.fields[kind].choices = [("", f"any {kind}"), *((value, value) for value in values)]
+
+    def apply(self, episodes):
+        if not self.is_valid():
+            return episodes.none()
+        data = self.cleaned_data
+        for kind in EpisodeTag.Kind.values:
+            if data[kind]:
+                episodes = episodes.filter(tags__kind=kind, tags__value=data[kind])
+        if data["headset"]:
+            episodes = episodes.filter(recording__headset=data["headset"])
+        if data["demonstrator"]:
+            episodes = episodes.filter(recording__demonstrator=data["demonstrator"])
+        if data["recorded_from"]:
+            episodes = episodes.filter(recording__recorded_at__date__gte=data["recorded_from"])
+        if data["recorded_to"]:
+            episodes = episodes.filter(recording__recorded_at__date__lte=data["recorded_to"])
+        live = ReleaseItem.objects.exclude(request__state__in=[State.REJECTED, State.FAILED]).values("episode")
+        if data["state"] == "unrequested":
+            episodes = episodes.exclude(pk__in=live)
+        elif data["state"] == "requested":
+            episodes = episodes.filter(pk__in=live)
+        return episodes.distinct()
+
+
+class RequestForm(forms.Form):
+    purpose = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), max_length=requests.PURPOSE_MAX_CHARS,
+                              help_text="What the episodes are released for, and to whom.")
+
+
+def _candidates(filters: EpisodeFilter):
+    episodes = requests.releasable_episodes().select_related("recording__headset", "recording__demonstrator").only(
+        "episode_index", "length", "study_id", "recording__capture_id", "recording__recorded_at",
+        "recording__headset__headset_id", "recording__demonstrator__designator")
+    return filters.apply(episodes).order_by("episode_index")
+
+
+@study_view(COORDINATOR)
+def release_new(request: HttpRequest, study) -> HttpResponse:
+    """Choose verified episodes (filters, then all matching or ticked by hand) and ask for their release."""
+    filters = EpisodeFilter(request.GET or None) if request.method == "GET" else EpisodeFilter(request.POST)
+    form = RequestForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        if request.POST.get("all_matching") == "1":
+            chosen = list(_candidates(filters))
+        else:
+            indexes = [int(value) for value in request.POST.getlist("episodes") if value.isdigit()]
+            chosen = list(requests.releasable_episodes().filter(episode_index__in=indexes))
+        with refusals(request, form=form) as outcome:
+            made = requests.create_request(request.user, study, episodes=chosen, purpose=form.cleaned_data["purpose"])
+        if not outcome.refused:
+            messages.success(request, f"{made.release_id} drafted with {made.episode_count} episode(s). The stored "
+                                      f"shards are being read for the gate; submit it once every check passes.")
+            return redirect("release-detail", study.code, made.number)
+    if not filters.is_bound:
+        filters = EpisodeFilter()
+        filters.full_clean()
+    page = Paginator(_candidates(filters), PAGE_SIZE).get_page(request.GET.get("page"))
+    return render(request, "releases/new.html", {
+        "study": study, "filters": filters, "form": form, "page": page, "query_prefix": _query_prefix(request),
+    }, status=400 if form.errors else 200)
+
+
+def _detail_context(request: HttpRequest, study, release_request: ReleaseRequest) -> dict:
+    roles = request.study_roles
+    checklist = gate.evaluate(release_request)
+    approvals = list(release_request.approvals.select_related("officer"))
+    user = request.user
+    return {
+        "study": study, "release_request": release_request, "gate": checklist, "approvals": approvals,
+        "release": getattr(release_request, "release", None),
+        "is_requester": user.pk == release_request.requested_by_id,
+        "can_submit": COORDINATOR in roles and release_request.state == State.DRAFT,
+        "can_approve": (ETHICS in roles and release_request.state == State.AWAITING_APPROVAL
+                        and user.pk != release_request.requested_by_id
+                        and not any(a.officer_id == user.pk for a in approvals)),
+        "can_reject": (release_request.state in ReleaseRequest.OPEN
+                       and (ETHICS in roles or user.pk == release_request.requested_by_id)),
+        "can_retry": release_request.state == State.FAILED,
+        "second_factor_needed": approval.second_factor_required(study),
+        "second_factor_minutes": settings.CERES_APPROVAL_SECOND_FACTOR_MINUTES,
+        "in_progress": release_request.state in (State.APPROVED, State.RELEASING) or checklist.pending,
+        "public_key_fingerprint": manifest.key_fingerprint(),
+    }
+
+
+@never_cache
+@study_view(COORDINATOR, ETHICS)
+def release_detail(request: HttpRequest, study, number: int) -> HttpResponse:
+    return render(request, "releases/detail.html", _detail_context(request, study, _request(number)))
+
+
+@study_view(COORDINATOR, ETHICS)
+def release_status(request: HttpRequest, study, number: int) -> JsonResponse:
+    release_request = _request(number)
+    release = getattr(release_request, "release", None)
+    return JsonResponse({
+        "state": release_request.state, "label": release_request.get_state_display(),
+        "gate_pending": gate.evaluate(release_request).pending,
+        "objects_copied": release.objects_copied if release else 0,
+        "objects_total": release.objects_total if release else 0,
+        "last_error": release.last_error if release else "",
+    })
+
+
+def _act(request: HttpRequest, study, number: int, service, success: str) -> HttpResponse:
+    release_request = _request(number)
+    with refusals(request) as outcome:
+        service(release_request)
+    if not outcome.refused:
+        messages.success(request, success.format(release_id=release_request.release_id))
+    return redirect("release-detail", study.code, number)
+
+
+@require_POST
+@study_view(COORDINATOR)
+def release_submit(request: HttpRequest, study, number: int) -> HttpResponse:
+    return _act(request, study, number, lambda r: requests.submit(request.user, r),
+                "{release_id} submitted: it now waits for the ethics officers' approval.")
+
+
+@require_POST
+@study_view(ETHICS)
+def release_approve(request: HttpRequest, study, number: int) -> HttpResponse:
+    evidence = approval.SecondFactor(passed_at=second_factor_passed_at(request.session),
+                                     code=request.POST.get("code", ""), ip=client_ip(request))
+    release_request = _request(number)
+    with refusals(request) as outcome:
+        approval.approve(request.user, release_request, manifest_sha256=request.POST.get("manifest_sha256", ""),
+                         second_factor=evidence)
+    if not outcome.refused:
+        if evidence.code:
+            note_second_factor_passed(request.session)
+        release_request.refresh_from_db()
+        last = release_request.state != State.AWAITING_APPROVAL
+        messages.success(request, f"You approved {release_request.release_id}."
+                                  + (" That was the last approval needed: the release is queued." if last else ""))
+    return redirect("release-detail", study.code, number)
+
+
+@require_POST
+@study_view(COORDINATOR, ETHICS)
+def release_reject(request: HttpRequest, study, number: int) -> HttpResponse:
+    reason = request.POST.get("reason", "")
+    return _act(request, study, number, lambda r: requests.reject(request.user, r, reason=reason),
+                "{release_id} rejected; it is closed.")
+
+
+@require_POST
+@study_view(COORDINATOR, ETHICS)
+def release_reverify(request: HttpRequest, study, number: int) -> HttpResponse:
+    return _act(request, study, number, lambda r: requests.reverify(request.user, r),
+                "The shards of {release_id} are being re-verified against their receipts.")
+
+
+@require_POST
+@study_view(COORDINATOR, ETHICS)
+def release_retry(request: HttpRequest, study, number: int) -> HttpResponse:
+    return _act(request, study, number, lambda r: publish.retry_release(request.user, r),
+                "{release_id} is queued again; objects already in place are kept.")
+
+
+@study_view(COORDINATOR, ETHICS)
+def release_manifest(request: HttpRequest, study, number: int) -> HttpResponse:
+    """The signed manifest once released; before that, the manifest section officers approve (its SHA-256 is
+    the request's manifest digest)."""
+    release_request = _request(number)
+    release = getattr(release_request, "release", None)
+    if release is not None and release.manifest:
+        data, name = bytes(release.manifest), MANIFEST
+    else:
+        data, name = json_bytes(manifest.section(release_request)), f"{release_request.release_id}-proposed.json"
+    response = HttpResponse(data, content_type="application/json")
+    response["Content-Disposition"] = f'inline; filename="{name}"'
+    return response
+
+
+@study_view(COORDINATOR, ETHICS)
+def release_signature(request: HttpRequest, study, number: int) -> HttpResponse:
+    release_request = _request(number)
+    release = getattr(release_request, "release", None)
+    if release is None or not release.signature:
+        raise Http404("the manifest is not signed yet")
+    response = HttpResponse(bytes(release.signature), content_type="application/octet-stream")
+    response["Content-Disposition"] = f'attachment; filename="{SIGNATURE}"'
+    return response
+
+
+# --- the review viewer ------------------------------------------------------------------------------
+
+
+def _item(number: int, episode_index: int) -> ReleaseItem:
+    return get_object_or_404(ReleaseItem.objects.select_related("request", "episode__recording"),
+                             request__number=number, episode_index=episode_index)
+
+
+@study_view(COORDINATOR, ETHICS)
+def release_episode(request: HttpRequest, study, number: int, episode_index: int) -> HttpResponse:
+    item = _item(number, episode_index)
+    indexes = list(ReleaseItem.objects.filter(request=item.request).values_list("episode_index", flat=True))
+    position = indexes.index(episode_index)
+
+    def link(offset: int) -> str | None:
+        other = position + offset
+        if 0 <= other < len(indexes):
+            return reverse("release-episode", args=[study.code, number, indexes[other]])
+        return None
+
+    checklist = next(episode for episode in gate.evaluate(item.request).episodes if episode.item.pk == item.pk)
+    return render(request, "releases/episode.html", {
+        "study": study, "release_request": item.request, "item": item, "recording": item.episode.recording,
+        "checks": checklist.checks, "position": position + 1, "count": len(indexes),
+        "previous_url": link(-1), "next_url": link(1),
+        "data_url": reverse("release-episode-data", args=[study.code, number, episode_index]),
+        "video_url": (reverse("release-episode-video", args=[study.code, number, episode_index])
+                      if review.video_path(item) else None),
+    })
+
+
+@study_view(COORDINATOR, ETHICS)
+def release_episode_data(request: HttpRequest, study, number: int, episode_index: int) -> JsonResponse:
+    return JsonResponse(review.episode_review(_item(number, episode_index)))
+
+
+@study_view(COORDINATOR, ETHICS)
+def release_episode_video(request: HttpRequest, study, number: int, episode_index: int) -> HttpResponse:
+    """The shard's video from the shards storage, with HTTP Range (browsers seek with it)."""
+    item = _item(number, episode_index)
+    name = review.video_path(item)
+    if name is None:
+        raise Http404("this episode has no video")
+    key = item.episode.prefix + name
+    shards = storage.shards()
+    size = shards.size(key)
+    span = storage.parse_range(request.headers.get("Range", ""), size)
+    if span is None:
+        response = StreamingHttpResponse(status=416)
+        response["Content-Range"] = f"bytes */{size}"
+        return response
+    start, end = span
+    response = StreamingHttpResponse(storage.read_range(shards, key, start, end), content_type="video/mp4",
+                                     status=206 if request.headers.get("Range") else 200)
+    response["Accept-Ranges"] = "bytes"
+    response["Content-Length"] = str(end - start + 1)
+    if request.headers.get("Range"):
+        response["Content-Range"] = f"bytes {start}-{end}/{size}"
+    return response
+
+
+def public_key(request: HttpRequest) -> HttpResponse:
+    """``/.well-known/ceres-release-key``: the PEM public key that verifies every release manifest (no login)."""
+    return HttpResponse(manifest.public_key_pem(), content_type="text/plain; charset=us-ascii")
+
