@@ -260,6 +260,10 @@ SPECTACULAR_SETTINGS = {
     # Swagger UI from the portal's own static files (drf-spectacular-sidecar), never from a CDN.
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "ENUM_NAME_OVERRIDES": {
+        "RecordingStateEnum": "portal.recordings.models.Recording.State",
+        "ReleaseRequestStateEnum": "portal.releases.models.ReleaseRequest.State",
+    },
 }
 
 # --- cache ----------------------------------------------------------------------------------
