@@ -1,0 +1,151 @@
+"""The release job on the storage: objects copied and checked, the manifest signed last and verifiable with the
+published public key alone; a re-run counts what is in place; a bad shard object fails the release visibly."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from botocore.exceptions import ConnectionError as BotoConnectionError
+from cryptography.hazmat.primitives.serialization import load_pem_public_key
+from django.core.files.storage import storages
+from django_scopes import scope
+
+from exporter.cli import main as exporter_main
+from exporter.release import MANIFEST, SIGNATURE
+from portal.audit.models import AuditEvent
+from portal.core import storage
+from portal.releases.models import Release, ReleaseRequest
+from portal.releases.services import publish
+from portal.releases.services.approval import approve
+
+pytestmark = pytest.mark.django_db
+State = ReleaseRequest.State
+
+
+@pytest.fixture
+def approved(team, verified, make_request):
+    """A request of two episodes approved by two officers."""
+    request = make_request(verified(2))
+    with scope(study=team.study):
+        for officer in (team.reg.ethics, team.ethics2):
+            approve(officer, request, manifest_sha256=request.manifest_sha256)
+    return request
+
+
+def load(request: ReleaseRequest) -> ReleaseRequest:
+    with scope(study=request.study):
+        return ReleaseRequest.objects.select_related("release").get(pk=request.pk)
+
+
+def download(prefix: str, folder: Path) -> Path:
+    releases = storages["releases"]
+    for name in storage.walk(releases, prefix):
+        storage.fetch(releases, name, folder / name[len(prefix):])
+    return folder
+
+
+def publish_now(request: ReleaseRequest):
+    with scope(study=request.study):
+        return publish.publish_release(request.pk)
+
+
+def test_a_release_is_copied_checked_signed_and_verifies_with_the_public_key(approved, client, tmp_path, capsys):
+    publish_now(approved)
+    released = load(approved)
+    assert released.state == State.RELEASED
+    release = released.release
+    assert (release.objects_copied, release.objects_found) == (release.objects_total, 0)
+    names = storage.walk(storages["releases"], approved.prefix)
+    assert approved.prefix == f"releases/{approved.study.code}/release-0001/"
+    assert len(names) == release.objects_total and f"{approved.prefix}{MANIFEST}" in names
+    assert f"{approved.prefix}episode-000001/ceres/browser-export-receipt.json" in names
+
+    pem = client.get("/.well-known/ceres-release-key").content  # no sign-in needed
+    folder = download(approved.prefix, tmp_path / "release")
+    load_pem_public_key(pem).verify((folder / SIGNATURE).read_bytes(), (folder / MANIFEST).read_bytes())
+    manifest = json.loads((folder / MANIFEST).read_bytes())
+    assert manifest["release"]["release_id"] == "release-0001"
+    assert manifest["manifest_sha256"] == approved.manifest_sha256
+    assert [a["manifest_sha256"] for a in manifest["approvals"]] == [approved.manifest_sha256] * 2
+    assert manifest["audit_chain_head"]["seq"] > 0
+    assert manifest["release"]["purpose"] == "policy training"
+    key = tmp_path / "ceres-release-key.pem"
+    key.write_bytes(pem)
+    assert exporter_main(["verify-release", str(folder), "--public-key", str(key)]) == 0
+
+    victim = folder / "episode-000000/meta/info.json"
+    victim.write_bytes(victim.read_bytes().replace(b"v3.0", b"v3.1"))
+    capsys.readouterr()
+    assert exporter_main(["verify-release", str(folder), "--public-key", str(key)]) == 1
+    assert capsys.readouterr().out.startswith("problem: episode-000000/meta/info.json: SHA-256 ")
+
+    data = (folder / MANIFEST).read_bytes()
+    (folder / MANIFEST).write_bytes(data.replace(b"policy training", b"policy trainin9"))
+    assert exporter_main(["verify-release", str(folder), "--public-key", str(key)]) == 1
+    assert "release-manifest.json.sig: the signature does not match" in capsys.readouterr().out
+
+
+def test_a_rerun_after_a_storage_outage_counts_objects_in_place_and_duplicates_none(approved, monkeypatch):
+    put, calls = storage.put, []
+
+    def failing_put(*args, **kwargs):
+        calls.append(args[1])
+        if len(calls) == 4:
+            raise BotoConnectionError(error="the gateway went away")
+        return put(*args, **kwargs)
+
+    monkeypatch.setattr(storage, "put", failing_put)
+    with pytest.raises(BotoConnectionError):
+        publish_now(approved)
+    stalled = load(approved)
+    assert stalled.state == State.RELEASING and stalled.release.objects_copied == 3
+    assert not storage.walk(storages["releases"], approved.prefix + MANIFEST)
+    with scope(study=approved.study):
+        publish.note_retry(stalled, BotoConnectionError(error="x"), 2)  # what the task does before retrying
+
+    publish_now(approved)
+    released = load(approved)
+    assert released.state == State.RELEASED
+    assert (released.release.attempts, released.release.objects_found) == (2, 3)
+    assert len(storage.walk(storages["releases"], approved.prefix)) == released.release.objects_total
+    assert AuditEvent.objects.filter(action="release.published").count() == 1
+    assert AuditEvent.objects.filter(action="release.signed").count() == 1
+
+
+def test_a_released_release_is_never_touched_again(approved):
+    publish_now(approved)
+    before = {name: storage.digest(storages["releases"], name) for name in
+              storage.walk(storages["releases"], approved.prefix)}
+    events = AuditEvent.objects.count()
+    assert publish_now(approved) is None
+    assert AuditEvent.objects.count() == events
+    assert {name: storage.digest(storages["releases"], name) for name in before} == before
+
+
+def test_a_shard_object_that_no_longer_matches_fails_the_release_visibly(approved, team, tmp_path,
+                                                                       django_capture_on_commit_callbacks, sent_tasks):
+    with scope(study=team.study):
+        item = approved.items.order_by("episode_index").first()
+    name = item.episode.prefix + "meta/info.json"
+    original = tmp_path / "info.json"
+    storage.fetch(storages["shards"], name, original)
+    tampered = tmp_path / "tampered.json"
+    tampered.write_bytes(original.read_bytes().replace(b"v3.0", b"v9.9"))
+    storage.put(storages["shards"], name, tampered)
+
+    publish_now(approved)
+    failed = load(approved)
+    assert failed.state == State.FAILED
+    assert "meta/info.json" in failed.reason and "does not match its receipt" in failed.reason
+    assert MANIFEST not in " ".join(storage.walk(storages["releases"], approved.prefix))
+
+    storage.put(storages["shards"], name, original)
+    with scope(study=team.study), django_capture_on_commit_callbacks(execute=True):
+        publish.retry_release(team.reg.coordinator, failed)
+    assert ("releases.publish_release", (approved.pk,)) in sent_tasks
+    publish_now(approved)
+    assert load(approved).state == State.RELEASED
+    with scope(study=team.study):
+        assert Release.objects.get(request=approved).objects_found > 0
