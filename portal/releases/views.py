@@ -57,7 +57,7 @@ def release_list(request: HttpRequest, study) -> HttpResponse:
         requests_ = requests_.filter(requested_by=request.user)
     if state:
         requests_ = requests_.filter(state=state)
-    page = Paginator(requests_.annotate(approval_count=Count("approvals")), PAGE_SIZE).get_page(
+    page = Paginator(requests_.annotate(approval_count=Count("approvals")).order_by("-number"), PAGE_SIZE).get_page(
         request.GET.get("page"))
     waiting = set(approval.awaiting_officer(request.user).values_list("pk", flat=True)) \
         if ETHICS in request.study_roles else set()
@@ -126,8 +126,8 @@ def _candidates(filters: EpisodeFilter):
 @study_view(COORDINATOR)
 def release_new(request: HttpRequest, study) -> HttpResponse:
     """Choose verified episodes (filters, then all matching or ticked by hand) and ask for their release."""
-    filters = EpisodeFilter(request.GET or None) if request.method == "GET" else EpisodeFilter(request.POST)
-    form = RequestForm(request.POST or None)
+    filters = EpisodeFilter(request.GET if request.method == "GET" else request.POST)
+    form = RequestForm(request.POST if request.method == "POST" else None)
     if request.method == "POST" and form.is_valid():
         if request.POST.get("all_matching") == "1":
             chosen = list(_candidates(filters))
@@ -140,9 +140,6 @@ def release_new(request: HttpRequest, study) -> HttpResponse:
             messages.success(request, f"{made.release_id} drafted with {made.episode_count} episode(s). The stored "
                                       f"shards are being read for the gate; submit it once every check passes.")
             return redirect("release-detail", study.code, made.number)
-    if not filters.is_bound:
-        filters = EpisodeFilter()
-        filters.full_clean()
     page = Paginator(_candidates(filters), PAGE_SIZE).get_page(request.GET.get("page"))
     return render(request, "releases/new.html", {
         "study": study, "filters": filters, "form": form, "page": page, "query_prefix": _query_prefix(request),

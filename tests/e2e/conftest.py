@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -69,3 +70,22 @@ def shot(test_output):
         return path
 
     return take
+
+
+@pytest.fixture
+def pipeline_worker(settings, tmp_path, monkeypatch):
+    """A real Celery worker on its own queue (Redis broker, the test's PostgreSQL database, storage and keys);
+    the live server's task sends are routed to it."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "portal" / "recordings"))
+    from pipeline_worker import Worker, worker_env
+
+    from portal.core import queue
+
+    worker = Worker(env=worker_env(settings, tmp_path / "data", f"ceres-e2e-{tmp_path.name}"),
+                    log=tmp_path / "worker.log")
+    monkeypatch.setattr(queue, "send", worker.send)
+    worker.start()
+    try:
+        yield worker
+    finally:
+        worker.kill()

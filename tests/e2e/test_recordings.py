@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import shutil
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -13,26 +12,9 @@ from django.core.management import call_command
 from django_scopes import scope
 
 from exporter.generate import generate_capture
-from portal.core import queue
 from portal.studies.models import Demonstrator
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "portal" / "recordings"))
-from pipeline_worker import Worker, worker_env
-
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
-
-
-@pytest.fixture
-def pipeline_worker(settings, tmp_path, monkeypatch):
-    """A worker on its own queue; the live server's task sends are routed to it."""
-    worker = Worker(env=worker_env(settings, tmp_path / "data", f"ceres-e2e-{tmp_path.name}"),
-                    log=tmp_path / "worker.log")
-    monkeypatch.setattr(queue, "send", worker.send)
-    worker.start()
-    try:
-        yield worker
-    finally:
-        worker.kill()
 
 
 def capture_zip(folder: Path, claims: dict, seed: int) -> Path:

@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[3]
 
 
 def worker_env(settings, data_dir: Path, queue: str, **extra: str) -> dict[str, str]:
-    """The environment of a worker sharing this test's database, storage, master key and queue."""
+    """The environment of a worker sharing this test's database, storage, keys and queue."""
     if not os.environ.get("DATABASE_URL", "").startswith("postgres"):
         pytest.skip("needs PostgreSQL shared with a worker process: set DATABASE_URL=postgres://...")
     broker = os.environ.get("CELERY_BROKER_URL", "")
@@ -40,6 +40,7 @@ def worker_env(settings, data_dir: Path, queue: str, **extra: str) -> dict[str, 
         "CERES_TASK_QUEUE": queue,
         "CERES_DATA_DIR": str(data_dir),
         "CERES_AUDIO_MASTER_KEY": base64.b64encode(settings.CERES_AUDIO_MASTER_KEY).decode(),
+        "CERES_SIGNING_KEY": base64.b64encode(settings.CERES_SIGNING_KEY).decode(),
         **extra,
     }
 

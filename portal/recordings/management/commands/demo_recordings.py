@@ -16,8 +16,9 @@ from portal.recordings.services.ingest import ingest_path
 
 
 class Command(BaseCommand):
-    help = ("Register a headset, a demonstrator and an accepted consent in the demo study, then ingest three "
-            "generated recordings: two that export, one quarantined (an unregistered headset).")
+    help = ("Register a headset, a demonstrator and an accepted consent in the demo study, then ingest four "
+            "generated recordings: three that export (a release request's worth), one quarantined (an unregistered "
+            "headset).")
 
     def handle(self, *args, **options):
         try:
@@ -29,6 +30,7 @@ class Command(BaseCommand):
             ("demo-kitchen-0001", demo.study_block(), {"microphone": "track"}),
             ("demo-kitchen-0002", demo.study_block(), {"aligned": False}),
             ("demo-kitchen-0003", demo.study_block(headset_id="DEMO-HS-99"), {}),
+            ("demo-kitchen-0004", demo.study_block(), {"retries": 2}),
         ]
         recorded_at = datetime.now(UTC).replace(microsecond=0) - timedelta(days=1)
         with scope(study=study), tempfile.TemporaryDirectory(prefix="ceres-demo-") as scratch:

@@ -117,7 +117,7 @@
     const width = Math.max(320, timeline.clientWidth);
     const timeAxis = { label: "seconds", values: function (u, ticks) { return ticks.map(function (v) { return v.toFixed(1); }); } };
     const pinchPlot = new uPlot({
-      width: width, height: 170, title: "Pinch distance (m)", plugins: [playheadPlugin],
+      width: width, height: 220, title: "Pinch distance (m)", plugins: [playheadPlugin],
       cursor: { drag: { x: false, y: false } }, scales: { x: { time: false } }, legend: { live: false },
       series: [{}, { label: "left hand", stroke: COLORS.left, width: 1.5 }, { label: "right hand", stroke: COLORS.right, width: 1.5 }],
       axes: [timeAxis, { size: 56 }],
@@ -126,7 +126,7 @@
     const lift = function (values, base) { return values.map(function (v) { return base + 0.8 * v; }); };
     const names = { 0.4: "right", 1.4: "left", 2.4: "head" };
     const trackingPlot = new uPlot({
-      width: width, height: 130, title: "Tracking (up: tracked)", plugins: [playheadPlugin],
+      width: width, height: 200, title: "Tracking (up: tracked)", plugins: [playheadPlugin],
       cursor: { drag: { x: false, y: false } }, scales: { x: { time: false }, y: { range: [-0.2, 3] } }, legend: { live: false },
       series: [{},
         { label: "head", stroke: COLORS.head, width: 1.5, paths: stepped },
@@ -244,6 +244,7 @@
       else { return; }
       event.preventDefault();
     });
+    root.setAttribute("data-length", String(data.length));
     root.setAttribute("data-ready", "1");
     update();
   }
