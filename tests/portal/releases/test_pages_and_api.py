@@ -1,0 +1,101 @@
+"""Release pages and API beyond permissions: a request made from the filters, the video served with HTTP Range,
+the review data (downsampled, exact segments, gaps and removed retries), the ethics officers' queue, the API."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.files.storage import storages
+from django.urls import reverse
+from django_scopes import scope
+
+from exporter.review import episode_review
+from portal.core import storage
+from portal.releases.models import ReleaseRequest
+from portal.releases.services import review
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_coordinator_asks_for_every_episode_matching_the_filters(team, verified, client):
+    episodes = verified(3)
+    task = episodes[0].recording.summary["tasks"][0]
+    matching = [e.episode_index for e in episodes if task in e.recording.summary["tasks"]]
+    client.force_login(team.reg.coordinator)
+    url = reverse("release-new", args=[team.study.code])
+    page = client.get(url, {"task": task, "state": "unrequested"})
+    assert page.status_code == 200 and page.content.decode().count('name="episodes"') == len(matching)
+    made = client.post(url, {"task": task, "state": "unrequested", "all_matching": "1", "purpose": "benchmark"})
+    assert made.status_code == 302
+    with scope(study=team.study):
+        request = ReleaseRequest.objects.get()
+        assert sorted(request.items.values_list("episode_index", flat=True)) == matching
+    again = client.get(url, {"state": "unrequested"})
+    assert again.content.decode().count('name="episodes"') == 3 - len(matching)
+
+
+def test_the_video_is_served_with_http_range(team, verified, make_request, client):
+    episode = verified(1)[0]
+    request = make_request([episode])
+    with scope(study=team.study):
+        item = request.items.get()
+    name = episode.prefix + review.video_path(item)
+    stored = storages["shards"].open(name, "rb").read()
+    client.force_login(team.reg.ethics)
+    url = reverse("release-episode-video", args=[team.study.code, request.number, episode.episode_index])
+    whole = client.get(url)
+    assert (whole.status_code, whole["Accept-Ranges"], b"".join(whole.streaming_content)) == (200, "bytes", stored)
+    part = client.get(url, headers={"range": "bytes=100-199"})
+    assert part.status_code == 206 and part["Content-Range"] == f"bytes 100-199/{len(stored)}"
+    assert b"".join(part.streaming_content) == stored[100:200]
+    tail = client.get(url, headers={"range": "bytes=-10"})
+    assert b"".join(tail.streaming_content) == stored[-10:]
+    assert client.get(url, headers={"range": f"bytes={len(stored) + 5}-"}).status_code == 416
+
+
+def test_review_data_is_downsampled_but_segments_gaps_and_retries_are_exact(team, verified, make_request, tmp_path,
+                                                                          client):
+    episode = verified(1, seconds=3.0, retries=2)[0]
+    data = next(f["path"] for f in episode.shard_files if f["path"].startswith("data/"))
+    local = tmp_path / "data.parquet"
+    storage.fetch(storages["shards"], episode.prefix + data, local)
+    full = episode_review(local, fps=15, segments=[])
+    small = episode_review(local, fps=15, segments=[], max_samples=10)
+    assert full["step"] == 1 and len(full["frames"]) == full["length"] == episode.length
+    assert len(small["frames"]) <= 10 and small["step"] > 1
+    assert len(small["hands"]["left_hand"][0]) == 50  # 25 joints, x and y
+    assert small["gaps"] == full["gaps"] and small["removed"] == full["removed"] and full["removed"]
+
+    request = make_request([episode])
+    client.force_login(team.reg.ethics)
+    answer = client.get(reverse("release-episode-data", args=[team.study.code, request.number, 0])).json()
+    assert answer["episode"] == "episode-000000" and answer["fps"] == 15
+    assert answer["segments"][0]["frame_index_from"] == 0
+    assert answer["segments"][-1]["frame_index_to"] == episode.length
+
+
+def test_the_ethics_officers_queue_and_the_coordinators_requests(team, verified, make_request, client):
+    request = make_request(verified(1))
+    client.force_login(team.reg.ethics)
+    dashboard = client.get("/").content.decode()
+    assert "Release requests awaiting your approval" in dashboard
+    listing = client.get(reverse("release-list", args=[team.study.code]), {"state": "awaiting_approval"})
+    assert request.release_id in listing.content.decode() and "awaits you" in listing.content.decode()
+    client.force_login(team.reg.coordinator)
+    assert "Your requests awaiting approval" in client.get("/").content.decode()
+
+
+def test_the_api_asks_lists_and_shows_the_gate(team, verified, client):
+    episode = verified(1)[0]
+    client.force_login(team.reg.coordinator)
+    base = f"/api/studies/{team.study.code}/release-requests/"
+    made = client.post(base, {"episodes": [episode.episode_index], "purpose": "via the API"},
+                       content_type="application/json")
+    assert made.status_code == 201, made.content
+    body = made.json()
+    assert body["state"] == "draft" and body["release_id"] == "release-0001"
+    assert [c["status"] for c in body["gate"][0]["checks"]].count("pending") == 2
+    refused = client.post(base, {"episodes": [99], "purpose": "x"}, content_type="application/json")
+    assert refused.status_code == 400 and "99" in str(refused.json())
+    assert client.get(base, {"state": "draft"}).json()["count"] == 1
+    assert client.get(base, {"state": "released"}).json()["count"] == 0
+    assert client.get(base, {"state": "nonsense"}).status_code == 400
