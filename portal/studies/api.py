@@ -64,7 +64,7 @@ class StudySerializer(serializers.ModelSerializer):
     class Meta:
         model = Study
         fields = ["code", "title", "status", "project_id", "audio_policy", "audio_retain_days",
-                  "approvals_required", "data_use_agreement_version", "roles"]
+                  "approvals_required", "approval_second_factor", "data_use_agreement_version", "roles"]
 
     def get_roles(self, study: Study) -> list[str]:
         return sorted(active_roles(self.context["request"].user, study))

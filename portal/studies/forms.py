@@ -74,5 +74,11 @@ class ApprovalsForm(forms.Form):
                                             help_text="Distinct ethics officers, never the requester.")
 
 
+class ApprovalSecondFactorForm(forms.Form):
+    approval_second_factor = forms.BooleanField(
+        required=False, label="Approving a release needs a fresh second factor",
+        help_text="Ethics officers enter a code from their authenticator unless they passed it in the last minutes.")
+
+
 class DataUseAgreementForm(forms.Form):
     text = forms.CharField(widget=forms.Textarea(attrs={"rows": 6}), label="New data-use agreement text")

@@ -8,6 +8,8 @@ urlpatterns = [
     path("settings/status/", views.set_status, name="study-set-status"),
     path("settings/audio-policy/", views.set_audio_policy, name="study-set-audio-policy"),
     path("settings/approvals/", views.set_approvals, name="study-set-approvals"),
+    path("settings/approval-second-factor/", views.set_approval_second_factor,
+         name="study-set-approval-second-factor"),
     path("settings/data-use-agreement/", views.publish_agreement, name="study-publish-agreement"),
     path("headsets/", views.headsets, name="study-headsets"),
     path("headsets/import/", views.import_headsets, name="study-import-headsets"),

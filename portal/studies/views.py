@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from django import forms
+from django.conf import settings
 from django.contrib import messages
 from django.db.models import Count, Q
 from django.http import FileResponse, HttpRequest, HttpResponse
@@ -17,6 +18,7 @@ from portal.access.permissions import study_view
 from portal.core.errors import refusals
 from portal.studies.exceptions import HeadsetImportError
 from portal.studies.forms import (
+    ApprovalSecondFactorForm,
     ApprovalsForm,
     AudioPolicyForm,
     ConsentDocumentForm,
@@ -73,6 +75,9 @@ def _settings_page(request, study, **forms_by_name) -> HttpResponse:
         "policy_form": AudioPolicyForm(initial={"audio_policy": study.audio_policy,
                                                 "retain_days": study.audio_retain_days}),
         "approvals_form": ApprovalsForm(initial={"approvals_required": study.approvals_required}),
+        "second_factor_form": ApprovalSecondFactorForm(
+            initial={"approval_second_factor": study.approval_second_factor}),
+        "second_factor_by_rule": settings.CERES_REQUIRE_2FA,
         "agreement_form": DataUseAgreementForm(),
         "agreement": study_service.current_data_use_agreement(study),
         **forms_by_name,
@@ -116,6 +121,18 @@ def set_approvals(request: HttpRequest, study) -> HttpResponse:
         messages.success(request, f"A release now needs {study.approvals_required} approval(s).")
         return redirect("study-settings", study.code)
     return _settings_page(request, study, approvals_form=form)
+
+
+@require_POST
+@study_view(COORDINATOR)
+def set_approval_second_factor(request: HttpRequest, study) -> HttpResponse:
+    form = ApprovalSecondFactorForm(request.POST)
+    if form.is_valid() and _attempt(form, None, study_service.set_approval_second_factor, request.user, study,
+                                    form.cleaned_data["approval_second_factor"]):
+        messages.success(request, "Approving a release now " + ("needs" if study.approval_second_factor
+                                                                 else "does not need") + " a fresh second factor.")
+        return redirect("study-settings", study.code)
+    return _settings_page(request, study, second_factor_form=form)
 
 
 @require_POST

@@ -1,3 +1,4 @@
+import base64
 import subprocess
 import sys
 from pathlib import Path
@@ -78,7 +79,21 @@ def test_production_settings_pass_the_deploy_check(tmp_path):
         "CERES_S3_ENDPOINT_URL": "https://s3.example.org",
         "CERES_S3_ACCESS_KEY_ID": "AKIAEXAMPLE",
         "CERES_S3_SECRET_ACCESS_KEY": "example-secret",
+        "CERES_SIGNING_KEY": base64.b64encode(bytes(range(32))).decode(),
     }
     result = _manage(env, "check", "--deploy", "--fail-level", "WARNING")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no issues" in result.stdout
+
+    del env["CERES_SIGNING_KEY"]
+    result = _manage(env, "check", "--deploy", "--fail-level", "WARNING")
+    assert result.returncode != 0 and "ceres.W001" in result.stderr + result.stdout
+
+
+def test_the_signing_key_is_read_strictly_and_made_once_with_mode_0600(tmp_path):
+    result = _manage({"CERES_DATA_DIR": str(tmp_path), "CERES_SIGNING_KEY": "c2hvcnQ="}, "check")
+    assert result.returncode != 0
+    assert "CERES_SIGNING_KEY must be base64 of a 32-byte Ed25519 seed, not 5 bytes" in result.stderr
+    first = _manage({"CERES_DATA_DIR": str(tmp_path)}, "signing_key")
+    assert first.returncode == 0 and (tmp_path / "signing-key").stat().st_mode & 0o777 == 0o600
+    assert _manage({"CERES_DATA_DIR": str(tmp_path)}, "signing_key").stdout == first.stdout

@@ -40,6 +40,7 @@ EXPECTED: dict[str, Expect] = {
     "study-set-status": _e("POST", (C,), 400),
     "study-set-audio-policy": _e("POST", (C,), 400),
     "study-set-approvals": _e("POST", (C,), 400),
+    "study-set-approval-second-factor": _e("POST", (C,), 302),
     "study-publish-agreement": _e("POST", (C,), 400),
     "study-headsets": _e("GET", (C,), 200),
     "study-import-headsets": _e("POST", (C,), 400),

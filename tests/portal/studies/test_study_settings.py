@@ -65,3 +65,19 @@ def test_approvals_required_is_audited_and_at_least_one(study, coordinator):
     assert (event.before["approvals_required"], event.after["approvals_required"]) == (2, 3)
     with pytest.raises(RegistryError, match="at least one"):
         set_approvals_required(coordinator, study, 0)
+
+
+def test_the_approval_second_factor_setting_is_a_coordinators_audited_change(make_study, make_user, client):
+    study = make_study("twofa")
+    coordinator = make_user("twofa-coord", study, ["coordinator"])
+    client.force_login(coordinator)
+    response = client.post(f"/studies/{study.code}/settings/approval-second-factor/",
+                           {"approval_second_factor": "on"})
+    assert response.status_code == 302
+    study.refresh_from_db()
+    assert study.approval_second_factor is True
+    event = AuditEvent.objects.get(action="study.approval_second_factor_changed")
+    assert (event.before["approval_second_factor"], event.after["approval_second_factor"]) == (False, True)
+    client.post(f"/studies/{study.code}/settings/approval-second-factor/", {})
+    study.refresh_from_db()
+    assert study.approval_second_factor is False
