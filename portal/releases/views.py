@@ -141,6 +141,13 @@ def release_new(request: HttpRequest, study) -> HttpResponse:
                                       f"shards are being read for the gate; submit it once every check passes.")
             return redirect("release-detail", study.code, made.number)
     page = Paginator(_candidates(filters), PAGE_SIZE).get_page(request.GET.get("page"))
+    requested: dict[int, list[str]] = {}
+    for episode_id, number in (ReleaseItem.objects.filter(episode__in=[episode.pk for episode in page])
+                               .exclude(request__state__in=[State.REJECTED, State.FAILED])
+                               .values_list("episode_id", "request__number").order_by("request__number")):
+        requested.setdefault(episode_id, []).append(f"release-{number:04d}")
+    for episode in page:
+        episode.requested_in = requested.get(episode.pk, [])
     return render(request, "releases/new.html", {
         "study": study, "filters": filters, "form": form, "page": page, "query_prefix": _query_prefix(request),
     }, status=400 if form.errors else 200)

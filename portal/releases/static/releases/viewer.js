@@ -156,44 +156,67 @@
     });
     data.head[0].forEach(function (x, s) { if (data.tracked.head[s]) { widen(x, data.head[1][s]); } });
     if (!isFinite(bounds.minX)) { widen(-0.5, 0.5); widen(0.5, 2); }
-    const margin = 24;
-    const scale = Math.min((canvas.width - 2 * margin) / Math.max(0.05, bounds.maxX - bounds.minX),
+    // The left half shows the scene (head and both hands over the whole episode's extent); the right half
+    // each hand close up, 25 cm across, centred on its wrist, so the fingers can be told apart.
+    const half = canvas.width / 2, margin = 20;
+    const scale = Math.min((half - 2 * margin) / Math.max(0.05, bounds.maxX - bounds.minX),
       (canvas.height - 2 * margin) / Math.max(0.05, bounds.maxY - bounds.minY));
-    const px = function (x) { return margin + (x - bounds.minX) * scale; };
-    const py = function (y) { return canvas.height - margin - (y - bounds.minY) * scale; };
+    const scene = {
+      x: function (x) { return margin + (x - bounds.minX) * scale; },
+      y: function (y) { return canvas.height - margin - (y - bounds.minY) * scale; },
+      dot: 2.5,
+    };
+    const closeUp = function (points, top) {
+      const box = canvas.height / 2, zoom = (box - 16) / 0.25;
+      return {
+        x: function (x) { return half + half / 2 + (x - points[0]) * zoom; },
+        y: function (y) { return top + box / 2 - (y - points[1]) * zoom; },
+        dot: 3,
+      };
+    };
+
+    function drawHand(points, color, view) {
+      ctx.strokeStyle = color;
+      ctx.fillStyle = color;
+      ctx.lineWidth = 2;
+      data.bones.forEach(function (bone) {
+        ctx.beginPath();
+        ctx.moveTo(view.x(points[2 * bone[0]]), view.y(points[2 * bone[0] + 1]));
+        ctx.lineTo(view.x(points[2 * bone[1]]), view.y(points[2 * bone[1] + 1]));
+        ctx.stroke();
+      });
+      for (let j = 0; j < points.length; j += 2) {
+        ctx.beginPath();
+        ctx.arc(view.x(points[j]), view.y(points[j + 1]), view.dot, 0, 2 * Math.PI);
+        ctx.fill();
+      }
+    }
 
     function drawHands(s) {
       ctx.clearRect(0, 0, canvas.width, canvas.height);
       ctx.font = "12px system-ui, sans-serif";
-      let line = 16;
-      [["left_hand", COLORS.left, "left hand"], ["right_hand", COLORS.right, "right hand"]].forEach(function (hand) {
-        const points = data.hands[hand[0]][s];
-        if (!data.tracked[hand[0]][s]) {
+      ctx.strokeStyle = "#d8dee6";
+      ctx.lineWidth = 1;
+      ctx.beginPath();
+      ctx.moveTo(half, 0); ctx.lineTo(half, canvas.height);
+      ctx.moveTo(half, canvas.height / 2); ctx.lineTo(canvas.width, canvas.height / 2);
+      ctx.stroke();
+      [["left_hand", COLORS.left, "left hand", 0], ["right_hand", COLORS.right, "right hand", canvas.height / 2]]
+        .forEach(function (hand) {
+          const points = data.hands[hand[0]][s];
           ctx.fillStyle = "#5b6675";
-          ctx.fillText(hand[2] + " not tracked", 8, line);
-          line += 16;
-          return;
-        }
-        ctx.strokeStyle = hand[1];
-        ctx.fillStyle = hand[1];
-        ctx.lineWidth = 2;
-        data.bones.forEach(function (bone) {
-          ctx.beginPath();
-          ctx.moveTo(px(points[2 * bone[0]]), py(points[2 * bone[0] + 1]));
-          ctx.lineTo(px(points[2 * bone[1]]), py(points[2 * bone[1] + 1]));
-          ctx.stroke();
+          ctx.fillText(hand[2] + (data.tracked[hand[0]][s] ? "" : ": not tracked"), half + 8, hand[3] + 16);
+          if (!data.tracked[hand[0]][s]) { return; }
+          drawHand(points, hand[1], scene);
+          drawHand(points, hand[1], closeUp(points, hand[3]));
         });
-        for (let j = 0; j < points.length; j += 2) {
-          ctx.beginPath();
-          ctx.arc(px(points[j]), py(points[j + 1]), 3, 0, 2 * Math.PI);
-          ctx.fill();
-        }
-      });
+      ctx.fillStyle = "#5b6675";
+      ctx.fillText("scene", 8, 16);
       if (data.tracked.head[s]) {
         ctx.strokeStyle = COLORS.head;
         ctx.lineWidth = 2;
         ctx.beginPath();
-        ctx.arc(px(data.head[0][s]), py(data.head[1][s]), 10, 0, 2 * Math.PI);
+        ctx.arc(scene.x(data.head[0][s]), scene.y(data.head[1][s]), 9, 0, 2 * Math.PI);
         ctx.stroke();
       }
     }
