@@ -9,6 +9,12 @@ class ReleaseError(ServiceError):
     """A release request the rules refuse (wrong state, wrong person, bad input); the message says why."""
 
 
+class StorageUnavailable(ReleaseError):
+    """The storage did not answer while a request was being made; nothing was made, try again."""
+
+    status = 503
+
+
 class IllegalTransition(ReleaseError):
     """A release request cannot move from its state to the one asked for (``ReleaseRequest.TRANSITIONS``)."""
 

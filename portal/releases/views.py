@@ -188,7 +188,7 @@ def release_status(request: HttpRequest, study, number: int) -> JsonResponse:
     release = getattr(release_request, "release", None)
     return JsonResponse({
         "state": release_request.state, "label": release_request.get_state_display(),
-        "gate_pending": gate.evaluate(release_request).pending,
+        "gate_pending": release_request.items.filter(inspected_at__isnull=True).exists(),
         "objects_copied": release.objects_copied if release else 0,
         "objects_total": release.objects_total if release else 0,
         "last_error": release.last_error if release else "",

@@ -17,7 +17,7 @@ from portal.access.permissions import has_role
 from portal.audit.services import record
 from portal.core import queue, storage
 from portal.recordings.models import Episode, Recording
-from portal.releases.exceptions import ReleaseError
+from portal.releases.exceptions import ReleaseError, StorageUnavailable
 from portal.releases.models import EpisodeTag, ReleaseItem, ReleaseRequest
 from portal.releases.services import manifest
 from portal.releases.services.gate import require_passing
@@ -101,7 +101,12 @@ def create_request(actor, study: Study, *, episodes: Iterable[Episode], purpose:
     refused = sorted(episode.folder for pk, episode in chosen.items() if pk not in found)
     if refused:
         raise ReleaseError(f"only episodes whose shard is verified can be released; not {', '.join(refused)}")
-    frozen = {pk: _frozen_files(episode) for pk, episode in found.items()}
+    try:
+        frozen = {pk: _frozen_files(episode) for pk, episode in found.items()}
+    except Exception as exc:
+        if not storage.is_transient(exc):
+            raise
+        raise StorageUnavailable(f"the shards storage did not answer ({exc}); nothing was made, try again") from exc
     with transaction.atomic():
         Study.objects.select_for_update().filter(pk=study.pk).first()  # serialises the numbers
         number = (ReleaseRequest.objects.aggregate(last=Max("number"))["last"] or 0) + 1
