@@ -298,7 +298,7 @@ def release_episode(request: HttpRequest, study, number: int, episode_index: int
             return reverse("release-episode", args=[study.code, number, indexes[other]])
         return None
 
-    checklist = next(episode for episode in gate.evaluate(item.request).episodes if episode.item.pk == item.pk)
+    checklist = gate.evaluate(item.request, item=item).episodes[0]
     return render(request, "releases/episode.html", {
         "study": study, "release_request": item.request, "item": item, "recording": item.episode.recording,
         "checks": checklist.checks, "position": position + 1, "count": len(indexes),

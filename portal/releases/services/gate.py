@@ -93,11 +93,12 @@ class Gate:
         return "; ".join(f"{failure['episode']}: {', '.join(failure['problems'])}" for failure in self.failures())
 
 
-def evaluate(request: ReleaseRequest, *, now: datetime | None = None) -> Gate:
-    """The checklist of every episode of the request, as of ``now``."""
+def evaluate(request: ReleaseRequest, *, now: datetime | None = None, item: ReleaseItem | None = None) -> Gate:
+    """The checklist of every episode of the request (or of its one ``item``), as of ``now``."""
     now = now or timezone.now()
-    items = request.items.select_related("episode", "episode__recording__study", "episode__recording__headset",
-                                         "episode__recording__demonstrator")
+    items = request.items.filter(pk=item.pk) if item is not None else request.items.all()
+    items = items.select_related("episode", "episode__recording__study", "episode__recording__headset",
+                                 "episode__recording__demonstrator")
     events: dict[int, list[ConsentEvent]] = {}
     gate = Gate([])
     for item in items:

@@ -99,3 +99,18 @@ def test_the_api_asks_lists_and_shows_the_gate(team, verified, client):
     assert client.get(base, {"state": "draft"}).json()["count"] == 1
     assert client.get(base, {"state": "released"}).json()["count"] == 0
     assert client.get(base, {"state": "nonsense"}).status_code == 400
+
+
+def test_the_schema_describes_every_release_endpoint():
+    from drf_spectacular.generators import SchemaGenerator
+
+    schema = SchemaGenerator().get_schema(request=None, public=True)
+    base = "/api/studies/{study_code}/release-requests/"
+    paths = schema["paths"]
+    assert {base, f"{base}{{number}}/", *(f"{base}{{number}}/{name}/" for name in
+            ("submit", "approve", "reject", "reverify", "retry"))} <= set(paths)
+    assert f"{base}{{number}}/episodes/{{episode_index}}/review/" in paths
+    approve_body = schema["components"]["schemas"]["Approve"]["properties"]
+    assert {"manifest_sha256", "otp_code"} <= set(approve_body)
+    states = {p["name"]: p for p in paths[base]["get"]["parameters"]}["state"]["schema"]["enum"]
+    assert set(states) == set(ReleaseRequest.State.values)
