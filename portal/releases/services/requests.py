@@ -163,13 +163,18 @@ def reject(actor, request: ReleaseRequest, *, reason: str) -> ReleaseRequest:
 
 
 def reverify(actor, request: ReleaseRequest) -> int:
-    """Re-verify the request's shards against their receipts now (the gate's freshness), in the worker."""
+    """Re-verify the request's shards against their receipts now (the gate's freshness), in the worker; shards
+    whose reading for the gate is still pending, or failed, are read again too."""
     study = request.study
     if not (has_role(actor, study, Role.COORDINATOR) or has_role(actor, study, Role.ETHICS_OFFICER)):
         raise ReleaseError(f"only a coordinator or ethics officer of study {study.code} can re-verify receipts")
     episodes = list(request.items.values_list("episode_id", flat=True))
     with transaction.atomic():
-        record(actor, "release.reverification_requested", request, after={"episodes": len(episodes)})
+        unread = request.items.exclude(inspection_error="").update(inspected_at=None, inspection_error="")
+        record(actor, "release.reverification_requested", request, after={"episodes": len(episodes),
+                                                                           "read_again": unread})
         for pk in episodes:
             queue.enqueue("recordings.verify_episode", pk)
+        if request.items.filter(inspected_at__isnull=True).exists():
+            queue.enqueue("releases.inspect_request", request.pk)
     return len(episodes)

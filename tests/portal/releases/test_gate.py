@@ -123,13 +123,20 @@ def test_raw_audio_kept_beyond_the_policy(make_registry, make_capture, make_user
         "audio": "raw audio is still kept although the rule 'retain-days 1' says it is purged"}}
 
 
-def test_receipt_verified_too_long_ago(team, verified, make_request, settings):
+def test_receipt_verified_too_long_ago_until_reverified_on_demand(team, verified, make_request, settings, sent_tasks,
+                                                                   django_capture_on_commit_callbacks):
     settings.CERES_RELEASE_RECEIPT_MAX_AGE_HOURS = 24
     episode = verified(1)[0]
     request = make_request([episode])
     update(Episode, episode.pk, verified_at=timezone.now() - timedelta(hours=25))
     detail = failing(request)["episode-000000"]["receipt"]
     assert detail.startswith("last verified ") and detail.endswith("more than 24 h ago; re-verify it")
+    with scope(study=team.study), django_capture_on_commit_callbacks(execute=True):
+        requests.reverify(team.reg.ethics, request)
+    assert sent_tasks == [("recordings.verify_episode", (episode.pk,))]
+    with scope(study=team.study):
+        verify_episode(Episode.objects.get(pk=episode.pk))  # what the queued task does
+    assert failing(request) == {}
 
 
 def test_receipt_mismatch_found_by_reverification(team, verified, make_request):
