@@ -103,7 +103,7 @@ def test_counts_stay_beside_their_labels_and_identifiers_on_one_line(demo_data, 
     shot(page, "dashboard-coordinator")
 
     page.goto("/studies/demo/recordings/")
-    expect(page.locator("#recordings tbody tr")).to_have_count(3)
+    expect(page.locator("#recordings tbody tr")).to_have_count(4)
     wrapped = page.evaluate("""() => [...document.querySelectorAll('#recordings tbody td')]
       .filter(cell => [0, 1, 2, 3, 5].includes(cell.cellIndex))
       .filter(cell => { const range = document.createRange(); range.selectNodeContents(cell);
