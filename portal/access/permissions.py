@@ -125,10 +125,10 @@ class StudyRolePermission(BasePermission):
         required = view.required_roles
         if isinstance(required, dict):
             required = required.get(getattr(view, "action", None) or request.method.lower(), required.get("*", ()))
-        if not token_allows(request, study):
-            raise PermissionDenied(f"this API token is limited to another study than {study.code}")
         view.study = study
         try:
+            if not token_allows(request, study):
+                raise PermissionDenied(f"this API token is limited to another study than {study.code}")
             view.study_roles = require_role(request.user, study, *required)
         except PermissionDenied as denied:
             # DRF's own exception: the browsable API's renderer asks this class whether to show a form for

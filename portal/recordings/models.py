@@ -143,7 +143,7 @@ class Recording(models.Model):
         if registered is not None:
             return str(registered)
         claimed = self.claims.get(claim) if isinstance(self.claims, dict) else None
-        return f"{claimed} (claimed, not registered)" if claimed else "—"
+        return f"{claimed} (not registered)" if claimed else "—"
 
     @property
     def headset_label(self) -> str:

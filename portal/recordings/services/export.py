@@ -20,10 +20,10 @@ from exporter.shard import export_shard
 from exporter.task_table import extend_tasks
 from portal.audit.services import record
 from portal.core import queue, storage
-from portal.recordings.exceptions import ExportBusy, PipelineError
+from portal.recordings.exceptions import ExportBusy
 from portal.recordings.models import Episode, Recording, StudyDataset
 from portal.recordings.services import audio
-from portal.recordings.services.history import lock_fresh, note, set_state
+from portal.recordings.services.history import lock_in_state, note, set_state
 from portal.studies.models import ConsentEvent, Study
 from portal.studies.services.consent import consent_coverage
 
@@ -161,9 +161,7 @@ def _publish_shard(recording: Recording, episode: Episode, shard_dir: Path) -> l
 def retry_export(actor, recording: Recording) -> Recording:
     """A coordinator queues a failed export again."""
     with transaction.atomic():
-        lock_fresh(recording)
-        if recording.state != State.FAILED:
-            raise PipelineError(f"only a failed export can be retried; this one is {recording.state}")
+        lock_in_state(recording, State.FAILED, "only a failed export can be retried")
         set_state(actor, recording, State.QUEUED, action="recording.export_retried", note_text="export queued again",
                   progress=0, progress_note="")
         queue.enqueue("recordings.export_recording", recording.pk)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from portal.audit.services import record
+from portal.recordings.exceptions import PipelineError
 from portal.recordings.models import Recording, RecordingLog
 
 _WARNING_STATES = (Recording.State.QUARANTINED, Recording.State.REJECTED, Recording.State.FAILED)
@@ -38,8 +39,11 @@ def set_state(actor, recording: Recording, state: str, *, action: str, reason: s
         note(recording, note_text or reason, "warning" if state in _WARNING_STATES else "info")
 
 
-def lock_fresh(recording: Recording) -> None:
-    """Lock the recording's row and reload it, so a state check holds until the transaction ends (two
-    clicks, or the page and the API at once, act once)."""
+def lock_in_state(recording: Recording, state: str, refusal: str) -> None:
+    """Lock the recording's row and reload it, so the state check holds until the transaction ends (two
+    clicks, or the page and the API at once, act once); ``PipelineError`` naming the state it is in, after
+    ``refusal``, unless it is in ``state``."""
     Recording.objects.select_for_update(of=("self",)).only("pk").get(pk=recording.pk)
     recording.refresh_from_db()
+    if recording.state != state:
+        raise PipelineError(f"{refusal}; this one is {recording.state}")

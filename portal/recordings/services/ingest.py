@@ -22,7 +22,7 @@ from portal.core import queue, storage
 from portal.recordings.exceptions import PipelineError
 from portal.recordings.models import Recording
 from portal.recordings.services import audio
-from portal.recordings.services.history import lock_fresh, set_state
+from portal.recordings.services.history import lock_in_state, set_state
 from portal.studies.exceptions import RegistryError
 from portal.studies.models import ConsentEvent, Demonstrator, Headset, Study
 from portal.studies.services.consent import consent_coverage, is_covered
@@ -251,9 +251,7 @@ def check_registry(recording: Recording) -> RegistryCheck:
 def recheck(actor, recording: Recording) -> Recording:
     """Check a quarantined recording against the registry again (after the registry was fixed)."""
     with transaction.atomic():
-        lock_fresh(recording)
-        if recording.state != State.QUARANTINED:
-            raise PipelineError(f"only a quarantined recording can be re-checked; this one is {recording.state}")
+        lock_in_state(recording, State.QUARANTINED, "only a quarantined recording can be re-checked")
         check = check_registry(recording)
         if check.problems:
             set_state(actor, recording, State.QUARANTINED, reason="; ".join(check.problems),
@@ -273,10 +271,7 @@ def register_demonstrator(actor, recording: Recording) -> Demonstrator:
     register the designator it claims (or, when it claims none, a generated one with its headset's family
     pair) and tie it to the recording. Consent still has to be recorded before a re-check accepts it."""
     with transaction.atomic():
-        lock_fresh(recording)
-        if recording.state != State.QUARANTINED:
-            raise PipelineError(f"only a quarantined recording needs a demonstrator registered; this one is "
-                                f"{recording.state}")
+        lock_in_state(recording, State.QUARANTINED, "only a quarantined recording needs a demonstrator registered")
         if recording.demonstrator is not None:
             raise PipelineError(f"this recording already has demonstrator {recording.demonstrator}")
         claimed_headset = recording.claims.get("headset_id")

@@ -10,21 +10,6 @@ from portal.studies.services.demonstrators import create_demonstrator
 from portal.studies.services.headsets import register_headset
 
 
-@pytest.fixture(autouse=True)
-def fast_password_hashing(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
-@pytest.fixture
-def study(make_study):
-    return make_study("alpha")
-
-
-@pytest.fixture
-def coordinator(make_user, study):
-    return make_user("coord", study, ["coordinator"])
-
-
 @pytest.fixture
 def ethics(make_user, study):
     return make_user("ethics", study, ["ethics_officer"])
