@@ -311,7 +311,10 @@ def release_episode(request: HttpRequest, study, number: int, episode_index: int
 
 @study_view(COORDINATOR, ETHICS)
 def release_episode_data(request: HttpRequest, study, number: int, episode_index: int) -> JsonResponse:
-    return JsonResponse(review.episode_review(_item(number, episode_index)))
+    item = _item(number, episode_index)
+    with refusals(request) as outcome:
+        return JsonResponse(review.episode_review(item))
+    return JsonResponse({"detail": str(outcome.error)}, status=outcome.error.status)
 
 
 @study_view(COORDINATOR, ETHICS)
