@@ -19,6 +19,7 @@ import av
 import numpy as np
 
 from exporter.errors import SourceError
+from exporter.stats import image_stats
 
 # Mux options of every file we write: moov before mdat, and no muxer version string in the file.
 MUX_OPTIONS = {"movflags": "+faststart", "fflags": "+bitexact"}
@@ -32,7 +33,6 @@ STATS_MAX_FRAMES = 100
 STATS_MIN_KEYFRAMES = 10  # fewer keyframes than this: sample all frames (short clips, long GOPs)
 STATS_TARGET_SIDE = 150
 STATS_DOWNSAMPLE_THRESHOLD = 300
-QUANTILES = {"q01": 0.01, "q10": 0.10, "q50": 0.50, "q90": 0.90, "q99": 0.99}
 # x264 SEI option -> x264-params name, for the options that shape the SPS/PPS (smart cut).
 X264_PARAMS = {
     "cabac": "cabac",
@@ -606,15 +606,4 @@ def video_stats(mp4_path: Path) -> dict[str, list]:
     frames = _sampled_frames(mp4_path)
     if not frames:
         raise SourceError("video has no frames to sample", path=str(mp4_path))
-    names = ["min", "max", "mean", "std", *QUANTILES]
-    per_channel = []
-    for channel in range(3):
-        values = np.concatenate([f[..., channel].ravel() for f in frames]).astype(np.float64) / 255.0
-        per_channel.append(
-            [values.min(), values.max(), values.mean(), values.std(), *np.quantile(values, list(QUANTILES.values()))]
-        )
-    stats: dict[str, list] = {
-        name: [[[float(per_channel[channel][i])]] for channel in range(3)] for i, name in enumerate(names)
-    }
-    stats["count"] = [len(frames)]
-    return stats
+    return image_stats(frames)
