@@ -91,9 +91,15 @@ class StateStore:
         self.count += rows
         return first
 
-    def take(self, records: np.ndarray) -> np.ndarray:
-        """States of the given record numbers (-1: an all-zero row: a gap or missing slot)."""
-        out = np.zeros((len(records), STATE_DIM), dtype=np.float32)
+    def take(self, records: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """States of the given record numbers (-1: an all-zero row: a gap or missing slot), into ``out``
+        (float32, len(records) x 410) when given."""
+        if out is None:
+            out = np.empty((len(records), STATE_DIM), dtype=np.float32)
+        if len(records) and records[0] >= 0 and np.all(np.diff(records) == 1):  # the usual case: one read
+            self._read(int(records[0]), out)
+            return out
+        out[:] = 0
         wanted = np.flatnonzero(records >= 0)
         if not wanted.size:
             return out

@@ -38,9 +38,9 @@ class Rows:
     def __len__(self) -> int:
         return len(self.source_slot)
 
-    def state(self, start: int, stop: int) -> np.ndarray:
-        """float32 states (stop - start, 410) of rows start .. stop - 1."""
-        return self.states.take(self.records[start:stop])
+    def state(self, start: int, stop: int, out: np.ndarray | None = None) -> np.ndarray:
+        """float32 states (stop - start, 410) of rows start .. stop - 1, into ``out`` when given."""
+        return self.states.take(self.records[start:stop], out)
 
     @property
     def consecutive(self) -> bool:

@@ -115,16 +115,19 @@ def _write_data(
     n = len(rows)
     frame_index = np.arange(n, dtype=np.int64)
     writer = None
+    group = np.empty((min(n, ROW_GROUP_ROWS), STATE_DIM), dtype=np.float32)  # one buffer for every group
     with ColumnScratch(n, STATE_DIM) as states:
         try:
             for start in range(0, n, ROW_GROUP_ROWS):
-                state = rows.state(start, min(n, start + ROW_GROUP_ROWS))
+                stop = min(n, start + ROW_GROUP_ROWS)
+                state = rows.state(start, stop, group[: stop - start])
                 states.write(start, state)
                 table = _data_table(rows, state, start, fps, episode_index, from_index)
                 if writer is None:
                     writer = pq.ParquetWriter(path, table.schema)
                 writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
                 del state, table
+                pa.default_memory_pool().release_unused()
         finally:
             if writer is not None:
                 writer.close()

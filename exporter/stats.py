@@ -13,6 +13,7 @@ dimension is summed sequentially and a scalar feature pairwise.
 import os
 import tempfile
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Any
 
 import numpy as np
@@ -20,6 +21,8 @@ import numpy as np
 QUANTILES = {"q01": 0.01, "q10": 0.10, "q50": 0.50, "q90": 0.90, "q99": 0.99}
 STAT_NAMES = ("min", "max", "mean", "std", "count", *QUANTILES)
 _QUANTILE_LEVELS = list(QUANTILES.values())
+_TRANSPOSE_ROWS = 4096
+_THREADS = min(2, os.cpu_count() or 1)
 
 
 def dimension_stats(values: np.ndarray, *, vector: bool) -> list[float]:
@@ -53,8 +56,14 @@ def feature_stats(values: np.ndarray) -> dict[str, list[Any]]:
 
 
 def scratch_stats(read_dimension: Callable[[int], np.ndarray], dimensions: int, count: int) -> dict[str, list[Any]]:
-    """Statistics of a vector feature whose dimensions are read one at a time."""
-    return collect((dimension_stats(read_dimension(d), vector=True) for d in range(dimensions)), count)
+    """Statistics of a vector feature whose dimensions are read one at a time, on two threads (numpy
+    releases the GIL while it partitions and sums)."""
+
+    def one(dimension: int) -> list[float]:
+        return dimension_stats(read_dimension(dimension), vector=True)
+
+    with ThreadPoolExecutor(max_workers=_THREADS) as pool:
+        return collect(pool.map(one, range(dimensions)), count)
 
 
 class ColumnScratch:
@@ -66,18 +75,23 @@ class ColumnScratch:
         self.dimensions = dimensions
         self.dtype = np.dtype(dtype)
         self._file: IO[bytes] = tempfile.TemporaryFile(prefix="ceres-columns-")  # noqa: SIM115 - closed by close()
+        self._transposed = np.empty((dimensions, _TRANSPOSE_ROWS), dtype=self.dtype)
         os.ftruncate(self._file.fileno(), rows * dimensions * self.dtype.itemsize)
 
     def write(self, first_row: int, block: np.ndarray) -> None:
         """Store rows ``first_row`` .. ``first_row + len(block)`` of every dimension."""
-        columns = np.ascontiguousarray(np.asarray(block, dtype=self.dtype).reshape(len(block), self.dimensions).T)
+        block = np.asarray(block).reshape(len(block), self.dimensions)
         size = self.dtype.itemsize
-        for dimension in range(self.dimensions):
-            data = memoryview(columns[dimension]).cast("B")
-            offset = (dimension * self.rows + first_row) * size
-            while data:
-                written = os.pwrite(self._file.fileno(), data, offset)
-                data, offset = data[written:], offset + written
+        for start in range(0, len(block), _TRANSPOSE_ROWS):  # transposed a slice at a time, in one buffer
+            rows = min(_TRANSPOSE_ROWS, len(block) - start)
+            columns = self._transposed[:, :rows]
+            np.copyto(columns, block[start : start + rows].T, casting="same_kind")
+            for dimension in range(self.dimensions):
+                data = memoryview(np.ascontiguousarray(columns[dimension])).cast("B")
+                offset = (dimension * self.rows + first_row + start) * size
+                while data:
+                    written = os.pwrite(self._file.fileno(), data, offset)
+                    data, offset = data[written:], offset + written
 
     def dimension(self, index: int) -> np.ndarray:
         """All rows of one dimension."""
