@@ -116,7 +116,7 @@ def _write_data(
     frame_index = np.arange(n, dtype=np.int64)
     writer = None
     group = np.empty((min(n, ROW_GROUP_ROWS), STATE_DIM), dtype=np.float32)  # one buffer for every group
-    with ColumnScratch(n, STATE_DIM) as states:
+    with ColumnScratch(n, STATE_DIM, folder=path.parent) as states:
         try:
             for start in range(0, n, ROW_GROUP_ROWS):
                 stop = min(n, start + ROW_GROUP_ROWS)

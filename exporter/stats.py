@@ -14,6 +14,7 @@ import os
 import tempfile
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
@@ -70,11 +71,12 @@ class ColumnScratch:
     """A (rows, dimensions) float array stored column-major in an anonymous temporary file: written a
     block of rows at a time, read back one dimension at a time. Memory stays one block or one column."""
 
-    def __init__(self, rows: int, dimensions: int, dtype: np.dtype | type = np.float32):
+    def __init__(self, rows: int, dimensions: int, dtype: np.dtype | type = np.float32, folder: Path | None = None):
         self.rows = rows
         self.dimensions = dimensions
         self.dtype = np.dtype(dtype)
-        self._file: IO[bytes] = tempfile.TemporaryFile(prefix="ceres-columns-")  # noqa: SIM115 - closed by close()
+        # unlinked at once: it never shows in ``folder`` and vanishes with the process
+        self._file: IO[bytes] = tempfile.TemporaryFile(prefix="ceres-columns-", dir=folder)  # noqa: SIM115
         self._transposed = np.empty((dimensions, _TRANSPOSE_ROWS), dtype=self.dtype)
         os.ftruncate(self._file.fileno(), rows * dimensions * self.dtype.itemsize)
 
