@@ -1,16 +1,16 @@
 """Export benchmark (prints figures; not a test).
 
-    .venv/bin/python bench/export.py [--minutes 10] [--retry-minutes 1] [--work DIR]
+    .venv/bin/python bench/export.py [--minutes 10] [--repeat 3] [--retry-minutes 1] [--work DIR]
 
 A capture already generated in ``--work`` (by an earlier run with the same arguments) is reused.
 
 1. Generates an aligned 30 Hz capture with a 1280x720 H.264 camera and exports it with
-   ``python -m exporter export`` in a child process (so its peak RSS can be read with
-   RUSAGE_CHILDREN).
+   ``python -m exporter export`` in a child process (its peak RSS read with wait4).
 2. Measures the floor for the same capture: PyAV stream copy of the camera file, a pyarrow write of the
-   exported data table (read before the clock starts), and SHA-256 of those outputs.
+   exported data table (read before the clock starts), and SHA-256 of those outputs. Export and floor
+   alternate ``--repeat`` times (paired runs); medians and spread are printed.
 3. Generates a capture with five retries and times its video export: smart cut (copy untouched GOPs,
-   re-encode the cut ones) against a full re-encode of the kept frames.
+   re-encode the cut ones) against a full re-encode of the kept frames (``--retry-minutes 0`` skips it).
 """
 
 from __future__ import annotations
@@ -18,12 +18,14 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import resource
+import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 import av
@@ -37,6 +39,7 @@ from exporter import video
 from exporter.generate import generate_capture
 
 RATE = 30
+ROOT = Path(__file__).resolve().parents[1]
 WIDTH, HEIGHT = 1280, 720
 
 
@@ -71,6 +74,33 @@ def floor(camera: Path, table: pa.Table, work: Path) -> None:
     pq.write_table(table, work / "floor.parquet")
     for path in (work / "floor.mp4", work / "floor.parquet"):
         sha256(path)
+
+
+def export(command: list[str]) -> tuple[float, float, str]:
+    """Wall seconds, peak RSS (MiB, from wait4) and summary line of one export in a child process."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        process = subprocess.Popen(command, stdout=out, stderr=err, cwd=ROOT)
+        _, status, usage = os.wait4(process.pid, 0)
+        seconds = time.perf_counter() - start
+        process.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        if process.returncode:
+            raise SystemExit(err.read().decode())
+        return seconds, usage.ru_maxrss / 1024, out.read().decode().strip()
+
+
+def reference_table(command: list[str], shard: Path) -> pa.Table:
+    """The data table the floor writes: that of an export made before the clock starts."""
+    if not shard.exists():
+        subprocess.run(command, check=True, capture_output=True, cwd=ROOT)
+    return pq.read_table(shard / "data/chunk-000/file-000.parquet")
+
+
+def spread(values: list[float]) -> str:
+    middle = statistics.median(values)
+    return f"median {middle:7.2f}  (min {min(values):.2f}, max {max(values):.2f}, {len(values)} runs)"
 
 
 def copied_frames(camera: Path, out: Path) -> int:
@@ -109,6 +139,7 @@ def generated(out_dir: Path, **options) -> Path:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minutes", type=float, default=10.0, help="length of the aligned capture")
+    parser.add_argument("--repeat", type=int, default=3, help="paired export/floor runs")
     parser.add_argument("--retry-minutes", type=float, default=1.0, help="length of the capture with retries")
     parser.add_argument("--work", type=Path, help="folder for captures and shards (default: a temp folder)")
     args = parser.parse_args()
@@ -121,28 +152,36 @@ def main() -> int:
         "generate",
         lambda: generated(work / "aligned", seconds=args.minutes * 60, retries=0, seed=1),
     )
-    shutil.rmtree(work / "shards", ignore_errors=True)
     command = [sys.executable, "-m", "exporter", "export", str(source), str(work / "shards")]
-    completed, export_seconds = timed(
-        "export (child process)",
-        lambda: subprocess.run(command, capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1]),
-    )
-    if completed.returncode:
-        print(completed.stderr, file=sys.stderr)
-        return 1
-    peak_rss_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    print(f"  {completed.stdout.strip()}")
+    camera = source / "media/camera.mp4"
     shard = work / "shards" / "episode-000000"
-    rows = pq.read_metadata(shard / "data/chunk-000/file-000.parquet").num_rows
-    table = pq.read_table(shard / "data/chunk-000/file-000.parquet")
-    _, floor_seconds = timed(
-        "floor: stream copy + parquet write + SHA-256",
-        lambda: floor(source / "media/camera.mp4", table, work),
-    )
+    runs: dict[str, list[float]] = {"export": [], "floor": [], "rss": []}
+    table = None
+    for repeat in range(args.repeat):
+        for what in ("export", "floor") if repeat % 2 == 0 else ("floor", "export"):
+            if what == "export":
+                shutil.rmtree(work / "shards", ignore_errors=True)
+                (seconds, rss, summary), _ = timed("export (child process)", lambda: export(command))
+                runs["export"].append(seconds)
+                runs["rss"].append(rss)
+                table = pq.read_table(shard / "data/chunk-000/file-000.parquet")
+            else:
+                reference = table if table is not None else reference_table(command, shard)
+                _, seconds = timed("floor: copy + parquet write + SHA-256", partial(floor, camera, reference, work))
+                runs["floor"].append(seconds)
+                table = reference
+    print(f"  {summary}")
+    rows = table.num_rows
+    export_seconds = statistics.median(runs["export"])
+    print(f"  export (s)                   {spread(runs['export'])}")
+    print(f"  floor (s)                    {spread(runs['floor'])}")
+    ratios = [e / f for e, f in zip(runs["export"], runs["floor"], strict=True)]
+    print(f"  export / floor               {spread(ratios)}")
+    print(f"  peak RSS of the export (MiB) {spread(runs['rss'])}")
     print(f"  seconds per recorded minute  {export_seconds / args.minutes:8.2f}")
     print(f"  rows per second              {rows / export_seconds:8.0f}")
-    print(f"  peak RSS of the export       {peak_rss_mib:8.0f} MiB")
-    print(f"  export / floor               {export_seconds / floor_seconds:8.1f}")
+    if args.retry_minutes <= 0:
+        return 0
 
     print(f"capture with five retries: {args.retry_minutes:g} min, same camera")
     retried, _ = timed(
