@@ -22,6 +22,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -47,6 +48,7 @@ DATASET_WIDE = ("meta/info.json", "meta/stats.json", "meta/tasks.parquet")
 # Largest block of a data file read at once (its state column as float64) while gathering statistics.
 STATS_MEMORY_BUDGET = 256 * 1024 * 1024
 ORDERS = ("index", "given", "recorded")
+_LAY_OVER_THREADS = min(2, os.cpu_count() or 1)
 _LARGE = ("data/", "videos/")  # artefacts verified while they are copied, not before
 
 
@@ -323,39 +325,58 @@ def _longest_task_table(shards: list[_Shard]) -> _Shard:
 def _lay_over(
     stage: Path, shards: list[_Shard], stats: _DatasetStats, known: dict[str, tuple[str, int]], *, link: bool
 ) -> list[AssembledEpisode]:
-    episodes = []
-    from_index = 0
-    for new_index, shard in enumerate(shards):
-        length = shard.episode["length"]
-        target = _renumbered(shard, new_index, from_index)
-        # files taken over unchanged: shard path -> dataset path
-        places = {shard.video_file(key): target.video_file(key) for key in shard.video_keys}
-        if target is shard:
-            places[shard.data_file()] = target.data_file()
-        for place in places.values():
-            (stage / place).parent.mkdir(parents=True, exist_ok=True)
-        copies = {} if link else {name: stage / place for name, place in places.items()}
-        large = [name for name in [shard.data_file(), *places] if name.startswith(_LARGE)]
-        problems, digests = check_artefacts(shard.path, RECEIPT, copies=copies, names=sorted(set(large)))
-        if problems:
-            raise _fails_receipt(shard.path, problems)
-        for name, place in places.items():
-            if link:
-                _link_or_copy(shard.path / name, stage / place)
-            known[place] = digests[name]
-        if target is shard:
-            known[target.episodes_file()] = _copy(shard.path / shard.episodes_file(), stage / target.episodes_file())
-            stats.add_file(shard.path / shard.data_file(), target)
-        else:
-            _write_data(shard.path / shard.data_file(), stage / target.data_file(), target, stats)
-            _write_episode_row(shard.path / shard.episodes_file(), stage / target.episodes_file(), target)
-        moved = f"ceres/episodes/episode-{new_index:06d}"
-        for source, name in ((EPISODE_METADATA, "episode-metadata.json"), (RECEIPT, "source-receipt.json")):
-            known[f"{moved}/{name}"] = _copy(shard.path / source, stage / moved / name)
+    """Lay every shard over the staging folder, two at a time (hashing, copying and parquet encoding
+    release the GIL); the first shard in dataset order that fails is the one reported."""
+    starts = np.cumsum([0, *(s.episode["length"] for s in shards)])
+    with ThreadPoolExecutor(max_workers=_LAY_OVER_THREADS) as pool:
+        jobs = [
+            pool.submit(_lay_over_one, stage, shard, new_index, int(starts[new_index]), stats, link=link)
+            for new_index, shard in enumerate(shards)
+        ]
+        try:
+            results = [job.result() for job in jobs]
+        except BaseException:
+            for job in jobs:
+                job.cancel()
+            raise
+    for _, digests in results:
+        known.update(digests)
+    for shard in shards:
         _copy_task_specifications(shard, stage, known)
-        episodes.append(AssembledEpisode(new_index, shard.episode_index, shard.episode_id, length))
-        from_index += length
-    return episodes
+    return [episode for episode, _ in results]
+
+
+def _lay_over_one(
+    stage: Path, shard: _Shard, new_index: int, from_index: int, stats: _DatasetStats, *, link: bool
+) -> tuple[AssembledEpisode, dict[str, tuple[str, int]]]:
+    """One shard laid over the staging folder as episode ``new_index``; the digests of what it wrote."""
+    known: dict[str, tuple[str, int]] = {}
+    target = _renumbered(shard, new_index, from_index)
+    # files taken over unchanged: shard path -> dataset path
+    places = {shard.video_file(key): target.video_file(key) for key in shard.video_keys}
+    if target is shard:
+        places[shard.data_file()] = target.data_file()
+    for place in places.values():
+        (stage / place).parent.mkdir(parents=True, exist_ok=True)
+    copies = {} if link else {name: stage / place for name, place in places.items()}
+    large = [name for name in [shard.data_file(), *places] if name.startswith(_LARGE)]
+    problems, digests = check_artefacts(shard.path, RECEIPT, copies=copies, names=sorted(set(large)))
+    if problems:
+        raise _fails_receipt(shard.path, problems)
+    for name, place in places.items():
+        if link:
+            _link_or_copy(shard.path / name, stage / place)
+        known[place] = digests[name]
+    if target is shard:
+        known[target.episodes_file()] = _copy(shard.path / shard.episodes_file(), stage / target.episodes_file())
+        stats.add_file(shard.path / shard.data_file(), from_index)
+    else:
+        _write_data(shard.path / shard.data_file(), stage / target.data_file(), target, stats)
+        _write_episode_row(shard.path / shard.episodes_file(), stage / target.episodes_file(), target)
+    moved = f"ceres/episodes/episode-{new_index:06d}"
+    for source, name in ((EPISODE_METADATA, "episode-metadata.json"), (RECEIPT, "source-receipt.json")):
+        known[f"{moved}/{name}"] = _copy(shard.path / source, stage / moved / name)
+    return AssembledEpisode(new_index, shard.episode_index, shard.episode_id, shard.episode["length"]), known
 
 
 def _link_or_copy(source: Path, target: Path) -> None:
@@ -388,14 +409,19 @@ def _write_data(source: Path, target: Path, shard: _Shard, stats: _DatasetStats)
     column, the schema and the row groups stay as they are."""
     target.parent.mkdir(parents=True, exist_ok=True)
     data = pq.ParquetFile(source)
-    with pq.ParquetWriter(target, data.schema_arrow) as writer:
+    # float vectors rarely repeat: skipping the dictionary attempt halves the time to encode them
+    plain = {"observation.state", "action"}
+    dictionary = [name for name in data.schema_arrow.names if name not in plain]
+    first_row = shard.episode["dataset_from_index"]
+    with pq.ParquetWriter(target, data.schema_arrow, use_dictionary=dictionary) as writer:
         for group in range(data.num_row_groups):
             table = data.read_row_group(group)
             frame_index = table.column("frame_index").to_numpy()
             table = _set_column(table, "episode_index", np.full(len(frame_index), shard.episode_index))
             table = _set_column(table, "index", shard.episode["dataset_from_index"] + frame_index)
             writer.write_table(table, row_group_size=max(1, table.num_rows))
-            stats.add(table)
+            stats.add(table, first_row)
+            first_row += table.num_rows
 
 
 def _write_episode_row(source: Path, target: Path, shard: _Shard) -> None:
@@ -465,22 +491,22 @@ class _DatasetStats:
             name: ColumnScratch(rows, width, np.float32 if dtype == "float32" else np.float64, folder=folder)
             for name, (width, dtype) in self.features.items()
         }
-        self.rows = 0
 
-    def add(self, table: pa.Table) -> None:
+    def add(self, table: pa.Table, first_row: int) -> None:
+        """Rows ``first_row`` .. of the dataset (shards may be added in any order)."""
         for name, scratch in self.scratches.items():
             column = table.column(name).combine_chunks()
             if pa.types.is_list(column.type) or pa.types.is_fixed_size_list(column.type):
                 column = pc.list_flatten(column)
-            scratch.write(self.rows, column.to_numpy(zero_copy_only=False).reshape(table.num_rows, -1))
-        self.rows += table.num_rows
+            scratch.write(first_row, column.to_numpy(zero_copy_only=False).reshape(table.num_rows, -1))
 
-    def add_file(self, data_file: Path, shard: _Shard) -> None:
+    def add_file(self, data_file: Path, first_row: int) -> None:
         """A data file whose indices stay as they are, read in blocks of rows."""
         width = sum(width for width, _ in self.features.values())
         batch = max(1, STATS_MEMORY_BUDGET // (8 * width))
         for block in pq.ParquetFile(data_file).iter_batches(batch_size=batch, columns=list(self.features)):
-            self.add(pa.Table.from_batches([block]))
+            self.add(pa.Table.from_batches([block]), first_row)
+            first_row += block.num_rows
 
     def stats(self, name: str) -> dict[str, list]:
         scratch = self.scratches[name]

@@ -12,6 +12,7 @@ dimension is summed sequentially and a scalar feature pairwise.
 
 import os
 import tempfile
+import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -78,12 +79,17 @@ class ColumnScratch:
         # unlinked at once: it never shows in ``folder`` and vanishes with the process
         self._file: IO[bytes] = tempfile.TemporaryFile(prefix="ceres-columns-", dir=folder)  # noqa: SIM115
         self._transposed = np.empty((dimensions, _TRANSPOSE_ROWS), dtype=self.dtype)
+        self._lock = threading.Lock()
         os.ftruncate(self._file.fileno(), rows * dimensions * self.dtype.itemsize)
 
     def write(self, first_row: int, block: np.ndarray) -> None:
         """Store rows ``first_row`` .. ``first_row + len(block)`` of every dimension."""
         block = np.asarray(block).reshape(len(block), self.dimensions)
         size = self.dtype.itemsize
+        with self._lock:  # one transpose buffer for every writer
+            self._write(first_row, block, size)
+
+    def _write(self, first_row: int, block: np.ndarray, size: int) -> None:
         for start in range(0, len(block), _TRANSPOSE_ROWS):  # transposed a slice at a time, in one buffer
             rows = min(_TRANSPOSE_ROWS, len(block) - start)
             columns = self._transposed[:, :rows]
