@@ -18,7 +18,6 @@ thousand shards: ``--shards 1000 --seconds 2 2 --size 160x120``.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import statistics
 import subprocess
@@ -60,15 +59,22 @@ def shards(work: Path, count: int, seconds: tuple[float, float], size: tuple[int
     return paths
 
 
+# Peak RSS is read by a small intermediate process: a child's maxrss also counts the memory of the
+# process it was forked from (up to its exec).
+MEASURE = (
+    "import os, subprocess, sys; p = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL); "
+    "_, s, u = os.wait4(p.pid, 0); print(u.ru_maxrss, file=sys.stderr); sys.exit(os.waitstatus_to_exitcode(s))"
+)
+
+
 def child(command: list[str]) -> tuple[float, float]:
     """Wall seconds and peak RSS (MiB) of a child process."""
     start = time.perf_counter()
-    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(process.pid, 0)
+    done = subprocess.run([sys.executable, "-c", MEASURE, *command], capture_output=True, text=True, cwd=ROOT)
     seconds = time.perf_counter() - start
-    if status:
-        raise SystemExit(f"{command[:4]} failed: {process.stderr.read().decode() if process.stderr else ''}")
-    return seconds, usage.ru_maxrss / 1024
+    if done.returncode:
+        raise SystemExit(f"{command[:4]} failed: {done.stderr}")
+    return seconds, int(done.stderr.strip().splitlines()[-1]) / 1024
 
 
 def assemble(paths: list[Path], out: Path) -> tuple[float, float]:

@@ -1,8 +1,10 @@
 """Export benchmark (prints figures; not a test).
 
-    .venv/bin/python bench/export.py [--minutes 10] [--repeat 3] [--retry-minutes 1] [--work DIR]
+    .venv/bin/python bench/export.py [--minutes 10] [--repeat 3] [--tile 1] [--retry-minutes 1] [--work DIR]
 
 A capture already generated in ``--work`` (by an earlier run with the same arguments) is reused.
+``--tile 3`` with ``--minutes 60`` exports a three-hour capture made by repeating the hour (journal and
+camera packets moved on in time), which takes minutes instead of generating three hours.
 
 1. Generates an aligned 30 Hz capture with a 1280x720 H.264 camera and exports it with
    ``python -m exporter export`` in a child process (its peak RSS read with wait4).
@@ -18,7 +20,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import shutil
 import statistics
 import subprocess
@@ -76,19 +77,22 @@ def floor(camera: Path, table: pa.Table, work: Path) -> None:
         sha256(path)
 
 
+# Peak RSS is read by a small intermediate process: a child's maxrss also counts the memory of the
+# process it was forked from (up to its exec), and this benchmark holds large tables.
+MEASURE = (
+    "import os, subprocess, sys; p = subprocess.Popen(sys.argv[1:]); _, s, u = os.wait4(p.pid, 0); "
+    "print(u.ru_maxrss, file=sys.stderr); sys.exit(os.waitstatus_to_exitcode(s))"
+)
+
+
 def export(command: list[str]) -> tuple[float, float, str]:
-    """Wall seconds, peak RSS (MiB, from wait4) and summary line of one export in a child process."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        start = time.perf_counter()
-        process = subprocess.Popen(command, stdout=out, stderr=err, cwd=ROOT)
-        _, status, usage = os.wait4(process.pid, 0)
-        seconds = time.perf_counter() - start
-        process.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        if process.returncode:
-            raise SystemExit(err.read().decode())
-        return seconds, usage.ru_maxrss / 1024, out.read().decode().strip()
+    """Wall seconds, peak RSS (MiB) and summary line of one export in a child process."""
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", MEASURE, *command], capture_output=True, text=True, cwd=ROOT)
+    seconds = time.perf_counter() - start
+    if done.returncode:
+        raise SystemExit(done.stderr)
+    return seconds, int(done.stderr.strip().splitlines()[-1]) / 1024, done.stdout.strip()
 
 
 def reference_table(command: list[str], shard: Path) -> pa.Table:
@@ -128,6 +132,47 @@ def retained_slot_times(source: Path) -> np.ndarray:
     return first["t"] + (slots - first["slot"]) / RATE
 
 
+def tiled(source: Path, out_dir: Path, times: int) -> Path:
+    """A capture ``times`` as long as the aligned ``source``: its journal repeated with slots, times and
+    segment cycles moved on, and its camera's packets repeated with moved timestamps (no re-encoding)."""
+    if (out_dir / "capture.json").is_file():
+        print(f"  reusing {out_dir}")
+        return out_dir
+    staging = out_dir.with_name(out_dir.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    (staging / "media").mkdir(parents=True)
+    records = [json.loads(line) for line in (source / "journal.ndjson").open(encoding="utf-8")]
+    slots = max(r["end_slot"] for r in records if r["type"] == "segment")
+    cycles = max(r["cycle"] for r in records if r["type"] == "segment") + 1
+    with (staging / "journal.ndjson").open("w", encoding="utf-8") as journal:
+        for k in range(times):
+            for record in records:
+                moved = dict(record)
+                if record["type"] == "segment":
+                    moved.update(cycle=record["cycle"] + k * cycles)
+                    moved.update(start_slot=record["start_slot"] + k * slots, end_slot=record["end_slot"] + k * slots)
+                else:
+                    moved.update(slot=record["slot"] + k * slots, t=record["t"] + k * slots / RATE)
+                journal.write(json.dumps(moved, separators=(",", ":")) + "\n")
+    with av.open(str(source / "media/camera.mp4")) as camera:
+        stream = camera.streams.video[0]
+        shift = round(slots / RATE / stream.time_base)
+        with av.open(str(staging / "media/camera.mp4"), "w") as output:
+            target = output.add_stream_from_template(stream)
+            for k in range(times):
+                camera.seek(0, stream=stream)
+                for packet in camera.demux(stream):
+                    if packet.size:
+                        packet.pts, packet.dts = packet.pts + k * shift, packet.dts + k * shift
+                        packet.stream = target
+                        output.mux(packet)
+    for name in ("capture.json", "task-specification.json"):
+        if (source / name).exists():
+            shutil.copyfile(source / name, staging / name)
+    staging.rename(out_dir)
+    return out_dir
+
+
 def generated(out_dir: Path, **options) -> Path:
     """The capture in `out_dir`, generated unless an earlier run left it there."""
     if (out_dir / "capture.json").is_file():
@@ -140,6 +185,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minutes", type=float, default=10.0, help="length of the aligned capture")
     parser.add_argument("--repeat", type=int, default=3, help="paired export/floor runs")
+    parser.add_argument(
+        "--tile", type=int, default=1, help="export a capture this many times as long (the aligned one repeated)"
+    )
     parser.add_argument("--retry-minutes", type=float, default=1.0, help="length of the capture with retries")
     parser.add_argument("--work", type=Path, help="folder for captures and shards (default: a temp folder)")
     args = parser.parse_args()
@@ -152,6 +200,10 @@ def main() -> int:
         "generate",
         lambda: generated(work / "aligned", seconds=args.minutes * 60, retries=0, seed=1),
     )
+    if args.tile > 1:
+        print(f"tiled {args.tile} times: {args.minutes * args.tile:g} min")
+        source, _ = timed("tile", lambda: tiled(source, work / f"aligned-x{args.tile}", args.tile))
+        args.minutes *= args.tile
     command = [sys.executable, "-m", "exporter", "export", str(source), str(work / "shards")]
     camera = source / "media/camera.mp4"
     shard = work / "shards" / "episode-000000"
