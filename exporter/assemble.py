@@ -130,7 +130,7 @@ def assemble_dataset(
         raise AssemblyError("no shards to assemble")
     if order not in ORDERS:
         raise AssemblyError(f"order must be one of {', '.join(ORDERS)}, not {order!r}", path="--order")
-    shards = [_read_shard(Path(d)) for d in shard_dirs]
+    shards = _read_shards(shard_dirs)
     if order == "index":
         shards.sort(key=lambda s: s.episode_index)
     elif order == "recorded":
@@ -209,9 +209,17 @@ def _fails_receipt(path: Path, problems: list[str]) -> AssemblyError:
     return AssemblyError(f"shard fails its receipt: {problems[0]}{more}", path=str(path))
 
 
-def _read_shard(path: Path) -> _Shard:
+def _read_shards(paths: list[Path]) -> list[_Shard]:
+    """Every shard's metadata. Task tables and feature tables that are byte-equal or equal are read or
+    held once, so memory grows little with the number of shards."""
+    tasks: dict[str, list[str]] = {}  # SHA-256 of a meta/tasks.parquet -> its texts
+    features: dict[str, dict[str, Any]] = {}  # canonical JSON -> one shared feature table
+    return [_read_shard(Path(path), tasks, features) for path in paths]
+
+
+def _read_shard(path: Path, tasks: dict[str, list[str]], features: dict[str, dict[str, Any]]) -> _Shard:
     """The shard's metadata, its small files checked against its receipt (large ones are checked as
-    they are copied)."""
+    they are copied). Only the episode row's own columns are kept, not its statistics."""
     if not (path / RECEIPT).is_file():
         raise AssemblyError("not an episode shard (no receipt)", path=str(path / RECEIPT))
     receipt_bytes = (path / RECEIPT).read_bytes()
@@ -224,21 +232,28 @@ def _read_shard(path: Path) -> _Shard:
     if problems:
         raise _fails_receipt(path, problems)
     info = json.loads((path / "meta/info.json").read_text(encoding="utf-8"))
+    info["features"] = features.setdefault(json.dumps(info["features"], sort_keys=True), info["features"])
     index = receipt["episode_index"]
     episodes_file = path / EPISODES_PATH.format(
         chunk_index=index // info["chunks_size"], file_index=index % info["chunks_size"]
     )
-    rows = pq.read_table(episodes_file).to_pylist()
+    episodes = pq.ParquetFile(episodes_file)
+    own = [name for name in episodes.schema_arrow.names if not name.startswith("stats/")]
+    rows = episodes.read(columns=own).to_pylist()
     if len(rows) != 1 or rows[0]["episode_index"] != index:
         raise AssemblyError(f"expected one row for episode {index}", path=str(episodes_file))
     metadata = json.loads((path / EPISODE_METADATA).read_text(encoding="utf-8"))
+    digests = {a["path"]: a["sha256"] for a in receipt["artefacts"]}
+    tasks_key = digests.get("meta/tasks.parquet", str(path))
+    if tasks_key not in tasks:
+        tasks[tasks_key] = read_tasks(path / "meta/tasks.parquet")
     shard = _Shard(
         path=path,
         episode_index=index,
         episode_id=receipt["episode_id"],
         info=info,
         episode=rows[0],
-        tasks=read_tasks(path / "meta/tasks.parquet"),
+        tasks=tasks[tasks_key],
         receipt_sha256=hashlib.sha256(receipt_bytes).hexdigest(),
         recorded_at=str(metadata.get("recorded_at") or ""),
     )
@@ -425,7 +440,8 @@ def _write_data(source: Path, target: Path, shard: _Shard, stats: _DatasetStats)
 
 
 def _write_episode_row(source: Path, target: Path, shard: _Shard) -> None:
-    """Rewrite the episode row's locations and the statistics of the two renumbered columns."""
+    """Rewrite the episode row's locations and the statistics of the two renumbered columns; every
+    other column (the row has thousands, most of them statistics) is kept as it is."""
     table = pq.read_table(source)
     row = dict(shard.episode)
     length = row["length"]
@@ -435,10 +451,12 @@ def _write_episode_row(source: Path, target: Path, shard: _Shard) -> None:
     }
     for name, values in new_values.items():
         for stat, value in feature_stats(values).items():
-            if f"stats/{name}/{stat}" in row:
-                row[f"stats/{name}/{stat}"] = value
-    for i, field in enumerate(table.schema):
-        table = table.set_column(i, field, pa.array([row[field.name]]).cast(field.type))
+            row[f"stats/{name}/{stat}"] = value
+    for name, value in row.items():
+        i = table.schema.get_field_index(name)
+        if i >= 0:
+            field = table.schema.field(i)
+            table = table.set_column(i, field, pa.array([value]).cast(field.type))
     target.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, target)
 

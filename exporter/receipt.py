@@ -18,6 +18,7 @@ MEDIA_TYPES = {".parquet": "application/vnd.apache.parquet", ".json": "applicati
 # hashlib releases the GIL while it digests, so a few threads hash the video and the data parquet at once.
 _HASH_THREADS = min(4, os.cpu_count() or 1)
 _BLOCK = 1 << 20
+_THREADED_BYTES = 16 << 20
 
 
 def file_digest(path: Path, copy_to: Path | None = None) -> tuple[str, int]:
@@ -36,8 +37,15 @@ def file_digest(path: Path, copy_to: Path | None = None) -> tuple[str, int]:
 
 def _digests(root: Path, names: Iterable[str], copies: Mapping[str, Path] | None = None) -> list[tuple[str, int]]:
     copies = copies or {}
+    names = list(names)
+
+    def digest(name: str) -> tuple[str, int]:
+        return file_digest(root / name, copies.get(name))
+
+    if len(names) < 2 or sum((root / name).stat().st_size for name in names) < _THREADED_BYTES:
+        return [digest(name) for name in names]  # starting threads would cost more than they save
     with ThreadPoolExecutor(max_workers=_HASH_THREADS) as pool:
-        return list(pool.map(lambda name: file_digest(root / name, copies.get(name)), names))
+        return list(pool.map(digest, names))
 
 
 def folder_files(root: Path) -> list[str]:
