@@ -355,39 +355,41 @@ def export_shard(
     created_at = rfc3339(exported_at or datetime.now(UTC))
     with open_source(Path(source)) as container:
         capture = parse_capture(container)
-        study_block = _study_block(capture, study)
-        retained = [s for s in capture.journal.segments if s.retained]
-        table = extend_tasks(tasks or [], (s.task for s in retained))
-        rows = build_rows(capture.journal, capture.rate_hz, {task: i for i, task in enumerate(table)})
-        camera_path = container.local_path(capture.camera.media) if capture.camera else None
-        try:
-            out_dir.mkdir(parents=True, exist_ok=True)
-            staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.staging-", dir=out_dir))
-        except OSError as exc:
-            raise SourceError(f"cannot write the shard here: {exc.strerror}", path=str(out_dir)) from None
-        try:
-            video_method, warnings = _write_shard(
-                staging,
-                capture,
-                camera_path,
-                rows,
-                episode_index=episode_index,
-                from_index=from_index,
-                tasks=table,
-                study=study_block,
-                exported_at=created_at,
-            )
-            receipt = write_receipt(
-                staging, episode_id=capture.capture_id, episode_index=episode_index, created_at=created_at
-            )
-            if target.exists():
-                raise ShardExistsError("already exists; shards are immutable", path=str(target))
-            staging.chmod(0o755)
-            os.rename(staging, target)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                shutil.rmtree(staging)
-            raise
+        # the journal's states sit in scratch files until the data parquet is written
+        with contextlib.closing(capture.journal.states):
+            study_block = _study_block(capture, study)
+            retained = [s for s in capture.journal.segments if s.retained]
+            table = extend_tasks(tasks or [], (s.task for s in retained))
+            rows = build_rows(capture.journal, capture.rate_hz, {task: i for i, task in enumerate(table)})
+            camera_path = container.local_path(capture.camera.media) if capture.camera else None
+            try:
+                out_dir.mkdir(parents=True, exist_ok=True)
+                staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.staging-", dir=out_dir))
+            except OSError as exc:
+                raise SourceError(f"cannot write the shard here: {exc.strerror}", path=str(out_dir)) from None
+            try:
+                video_method, warnings = _write_shard(
+                    staging,
+                    capture,
+                    camera_path,
+                    rows,
+                    episode_index=episode_index,
+                    from_index=from_index,
+                    tasks=table,
+                    study=study_block,
+                    exported_at=created_at,
+                )
+                receipt = write_receipt(
+                    staging, episode_id=capture.capture_id, episode_index=episode_index, created_at=created_at
+                )
+                if target.exists():
+                    raise ShardExistsError("already exists; shards are immutable", path=str(target))
+                staging.chmod(0o755)
+                os.rename(staging, target)
+            except BaseException:
+                with contextlib.suppress(FileNotFoundError):
+                    shutil.rmtree(staging)
+                raise
     return ExportResult(
         shard_dir=target,
         rows=len(rows),
