@@ -1,16 +1,18 @@
 """Export benchmark (prints figures; not a test).
 
-    .venv/bin/python bench/export.py [--minutes 10] [--retry-minutes 1] [--work DIR]
+    .venv/bin/python bench/export.py [--minutes 10] [--repeat 3] [--tile 1] [--retry-minutes 1] [--work DIR]
 
 A capture already generated in ``--work`` (by an earlier run with the same arguments) is reused.
+``--tile 3`` with ``--minutes 60`` exports a three-hour capture made by repeating the hour (journal and
+camera packets moved on in time), which takes minutes instead of generating three hours.
 
 1. Generates an aligned 30 Hz capture with a 1280x720 H.264 camera and exports it with
-   ``python -m exporter export`` in a child process (so its peak RSS can be read with
-   RUSAGE_CHILDREN).
+   ``python -m exporter export`` in a child process (its peak RSS read with wait4).
 2. Measures the floor for the same capture: PyAV stream copy of the camera file, a pyarrow write of the
-   exported data table (read before the clock starts), and SHA-256 of those outputs.
+   exported data table (read before the clock starts), and SHA-256 of those outputs. Export and floor
+   alternate ``--repeat`` times (paired runs); medians and spread are printed.
 3. Generates a capture with five retries and times its video export: smart cut (copy untouched GOPs,
-   re-encode the cut ones) against a full re-encode of the kept frames.
+   re-encode the cut ones) against a full re-encode of the kept frames (``--retry-minutes 0`` skips it).
 """
 
 from __future__ import annotations
@@ -18,12 +20,13 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 import av
@@ -37,6 +40,7 @@ from exporter import video
 from exporter.generate import generate_capture
 
 RATE = 30
+ROOT = Path(__file__).resolve().parents[1]
 WIDTH, HEIGHT = 1280, 720
 
 
@@ -73,6 +77,36 @@ def floor(camera: Path, table: pa.Table, work: Path) -> None:
         sha256(path)
 
 
+# Peak RSS is read by a small intermediate process: a child's maxrss also counts the memory of the
+# process it was forked from (up to its exec), and this benchmark holds large tables.
+MEASURE = (
+    "import os, subprocess, sys; p = subprocess.Popen(sys.argv[1:]); _, s, u = os.wait4(p.pid, 0); "
+    "print(u.ru_maxrss, file=sys.stderr); sys.exit(os.waitstatus_to_exitcode(s))"
+)
+
+
+def export(command: list[str]) -> tuple[float, float, str]:
+    """Wall seconds, peak RSS (MiB) and summary line of one export in a child process."""
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", MEASURE, *command], capture_output=True, text=True, cwd=ROOT)
+    seconds = time.perf_counter() - start
+    if done.returncode:
+        raise SystemExit(done.stderr)
+    return seconds, int(done.stderr.strip().splitlines()[-1]) / 1024, done.stdout.strip()
+
+
+def reference_table(command: list[str], shard: Path) -> pa.Table:
+    """The data table the floor writes: that of an export made before the clock starts."""
+    if not shard.exists():
+        subprocess.run(command, check=True, capture_output=True, cwd=ROOT)
+    return pq.read_table(shard / "data/chunk-000/file-000.parquet")
+
+
+def spread(values: list[float]) -> str:
+    middle = statistics.median(values)
+    return f"median {middle:7.2f}  (min {min(values):.2f}, max {max(values):.2f}, {len(values)} runs)"
+
+
 def copied_frames(camera: Path, out: Path) -> int:
     with av.open(str(camera)) as source, av.open(str(out)) as output:
         source_packets = {bytes(p) for p in source.demux(source.streams.video[0]) if p.size}
@@ -98,6 +132,47 @@ def retained_slot_times(source: Path) -> np.ndarray:
     return first["t"] + (slots - first["slot"]) / RATE
 
 
+def tiled(source: Path, out_dir: Path, times: int) -> Path:
+    """A capture ``times`` as long as the aligned ``source``: its journal repeated with slots, times and
+    segment cycles moved on, and its camera's packets repeated with moved timestamps (no re-encoding)."""
+    if (out_dir / "capture.json").is_file():
+        print(f"  reusing {out_dir}")
+        return out_dir
+    staging = out_dir.with_name(out_dir.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    (staging / "media").mkdir(parents=True)
+    records = [json.loads(line) for line in (source / "journal.ndjson").open(encoding="utf-8")]
+    slots = max(r["end_slot"] for r in records if r["type"] == "segment")
+    cycles = max(r["cycle"] for r in records if r["type"] == "segment") + 1
+    with (staging / "journal.ndjson").open("w", encoding="utf-8") as journal:
+        for k in range(times):
+            for record in records:
+                moved = dict(record)
+                if record["type"] == "segment":
+                    moved.update(cycle=record["cycle"] + k * cycles)
+                    moved.update(start_slot=record["start_slot"] + k * slots, end_slot=record["end_slot"] + k * slots)
+                else:
+                    moved.update(slot=record["slot"] + k * slots, t=record["t"] + k * slots / RATE)
+                journal.write(json.dumps(moved, separators=(",", ":")) + "\n")
+    with av.open(str(source / "media/camera.mp4")) as camera:
+        stream = camera.streams.video[0]
+        shift = round(slots / RATE / stream.time_base)
+        with av.open(str(staging / "media/camera.mp4"), "w") as output:
+            target = output.add_stream_from_template(stream)
+            for k in range(times):
+                camera.seek(0, stream=stream)
+                for packet in camera.demux(stream):
+                    if packet.size:
+                        packet.pts, packet.dts = packet.pts + k * shift, packet.dts + k * shift
+                        packet.stream = target
+                        output.mux(packet)
+    for name in ("capture.json", "task-specification.json"):
+        if (source / name).exists():
+            shutil.copyfile(source / name, staging / name)
+    staging.rename(out_dir)
+    return out_dir
+
+
 def generated(out_dir: Path, **options) -> Path:
     """The capture in `out_dir`, generated unless an earlier run left it there."""
     if (out_dir / "capture.json").is_file():
@@ -109,6 +184,10 @@ def generated(out_dir: Path, **options) -> Path:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minutes", type=float, default=10.0, help="length of the aligned capture")
+    parser.add_argument("--repeat", type=int, default=3, help="paired export/floor runs")
+    parser.add_argument(
+        "--tile", type=int, default=1, help="export a capture this many times as long (the aligned one repeated)"
+    )
     parser.add_argument("--retry-minutes", type=float, default=1.0, help="length of the capture with retries")
     parser.add_argument("--work", type=Path, help="folder for captures and shards (default: a temp folder)")
     args = parser.parse_args()
@@ -121,28 +200,40 @@ def main() -> int:
         "generate",
         lambda: generated(work / "aligned", seconds=args.minutes * 60, retries=0, seed=1),
     )
-    shutil.rmtree(work / "shards", ignore_errors=True)
+    if args.tile > 1:
+        print(f"tiled {args.tile} times: {args.minutes * args.tile:g} min")
+        source, _ = timed("tile", lambda: tiled(source, work / f"aligned-x{args.tile}", args.tile))
+        args.minutes *= args.tile
     command = [sys.executable, "-m", "exporter", "export", str(source), str(work / "shards")]
-    completed, export_seconds = timed(
-        "export (child process)",
-        lambda: subprocess.run(command, capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1]),
-    )
-    if completed.returncode:
-        print(completed.stderr, file=sys.stderr)
-        return 1
-    peak_rss_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    print(f"  {completed.stdout.strip()}")
+    camera = source / "media/camera.mp4"
     shard = work / "shards" / "episode-000000"
-    rows = pq.read_metadata(shard / "data/chunk-000/file-000.parquet").num_rows
-    table = pq.read_table(shard / "data/chunk-000/file-000.parquet")
-    _, floor_seconds = timed(
-        "floor: stream copy + parquet write + SHA-256",
-        lambda: floor(source / "media/camera.mp4", table, work),
-    )
+    runs: dict[str, list[float]] = {"export": [], "floor": [], "rss": []}
+    table = None
+    for repeat in range(args.repeat):
+        for what in ("export", "floor") if repeat % 2 == 0 else ("floor", "export"):
+            if what == "export":
+                shutil.rmtree(work / "shards", ignore_errors=True)
+                (seconds, rss, summary), _ = timed("export (child process)", lambda: export(command))
+                runs["export"].append(seconds)
+                runs["rss"].append(rss)
+                table = pq.read_table(shard / "data/chunk-000/file-000.parquet")
+            else:
+                reference = table if table is not None else reference_table(command, shard)
+                _, seconds = timed("floor: copy + parquet write + SHA-256", partial(floor, camera, reference, work))
+                runs["floor"].append(seconds)
+                table = reference
+    print(f"  {summary}")
+    rows = table.num_rows
+    export_seconds = statistics.median(runs["export"])
+    print(f"  export (s)                   {spread(runs['export'])}")
+    print(f"  floor (s)                    {spread(runs['floor'])}")
+    ratios = [e / f for e, f in zip(runs["export"], runs["floor"], strict=True)]
+    print(f"  export / floor               {spread(ratios)}")
+    print(f"  peak RSS of the export (MiB) {spread(runs['rss'])}")
     print(f"  seconds per recorded minute  {export_seconds / args.minutes:8.2f}")
     print(f"  rows per second              {rows / export_seconds:8.0f}")
-    print(f"  peak RSS of the export       {peak_rss_mib:8.0f} MiB")
-    print(f"  export / floor               {export_seconds / floor_seconds:8.1f}")
+    if args.retry_minutes <= 0:
+        return 0
 
     print(f"capture with five retries: {args.retry_minutes:g} min, same camera")
     retried, _ = timed(

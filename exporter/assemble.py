@@ -1,23 +1,28 @@
 """Assemble episode shards into one LeRobot v3 study dataset (shard.md section 10).
 
-Each shard is verified against its receipt, the shards are ordered by episode index and laid over one
-folder (renumbered to 0..M-1 when episodes are left out), and the dataset-wide files are rebuilt:
-``meta/info.json``, ``meta/stats.json`` (exact over every data row) and ``meta/tasks.parquet``. The
-shards' ``ceres/`` files move under ``ceres/episodes/episode-NNNNNN/``; ``ceres/assembly.json`` maps new
-to source episodes and ``ceres/dataset-receipt.json`` lists every file. The dataset is staged in a
-temporary folder beside the output folder and renamed into place, so it appears complete or not at all.
+Each shard's metadata is checked against its receipt, the shards are ordered (by episode index, in
+the order given, or by recording time) and laid over one folder as episodes 0..M-1, renumbered where
+their indices differ, and the dataset-wide files are rebuilt: ``meta/info.json``, ``meta/stats.json``
+(exact over every data row) and ``meta/tasks.parquet``. Large files are verified while they are
+copied (or hard-linked after hashing), so each byte is read once, and their digests go straight into
+the dataset receipt; statistics are gathered a row group at a time into column scratch files. The
+shards' ``ceres/`` files move under ``ceres/episodes/episode-NNNNNN/``; ``ceres/assembly.json`` maps
+new to source episodes and ``ceres/dataset-receipt.json`` lists every file. The dataset is staged in
+a temporary folder beside the output folder and renamed into place, so it appears complete or not at
+all.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
-import itertools
 import json
 import os
 import shutil
 import tempfile
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,9 +36,9 @@ import pyarrow.parquet as pq
 from exporter.errors import AssemblyError
 from exporter.jsonfile import write_json
 from exporter.modes import publish_modes
-from exporter.receipt import RECEIPT, build_artefacts, file_digest, verify_artefacts, verify_shard
+from exporter.receipt import RECEIPT, build_artefacts, check_artefacts, file_digest, verify_artefacts
 from exporter.shard import rfc3339
-from exporter.stats import QUANTILES, feature_stats
+from exporter.stats import QUANTILES, ColumnScratch, collect, dimension_stats, feature_stats
 from exporter.task_table import read_tasks
 
 EPISODE_METADATA = "ceres/episode-metadata.json"
@@ -42,8 +47,11 @@ ASSEMBLY = "ceres/assembly.json"
 DATASET_RECEIPT = "ceres/dataset-receipt.json"
 EPISODES_PATH = "meta/episodes/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
 DATASET_WIDE = ("meta/info.json", "meta/stats.json", "meta/tasks.parquet")
-# Largest float64 block held at once while computing exact quantiles of a vector feature.
+# Largest block of a data file read at once (its state column as float64) while gathering statistics.
 STATS_MEMORY_BUDGET = 256 * 1024 * 1024
+ORDERS = ("index", "given", "recorded")
+_LAY_OVER_THREADS = min(2, os.cpu_count() or 1)
+_LARGE = ("data/", "videos/")  # artefacts verified while they are copied, not before
 
 
 @dataclass(frozen=True)
@@ -73,6 +81,7 @@ class _Shard:
     episode: dict[str, Any]
     tasks: list[str]
     receipt_sha256: str
+    recorded_at: str
 
     @property
     def label(self) -> str:
@@ -101,29 +110,51 @@ class _Shard:
         )
 
 
-def assemble_dataset(out_dir: Path, shard_dirs: list[Path], *, created_at: datetime | None = None) -> AssemblyResult:
-    """Assemble ``shard_dirs`` into a new study dataset at ``out_dir``; AssemblyError if they do not fit."""
+def assemble_dataset(
+    out_dir: Path,
+    shard_dirs: list[Path],
+    *,
+    created_at: datetime | None = None,
+    order: str = "index",
+    link: bool = False,
+) -> AssemblyResult:
+    """Assemble ``shard_dirs`` into a new study dataset at ``out_dir``; AssemblyError if they do not fit.
+
+    ``order``: ``index`` (by the shards' episode index; shards with equal indices, such as shards
+    exported apart as episode 0, in the order given), ``given``, or ``recorded`` (by ``recorded_at``,
+    ties in the order given). ``link``: hard-link the unchanged files (videos, and data of episodes
+    that keep their indices) instead of copying them, where the file system allows it.
+    """
     out_dir = Path(out_dir)
     if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
         raise AssemblyError("output folder exists and is not empty", path=str(out_dir))
     if not shard_dirs:
         raise AssemblyError("no shards to assemble")
-    shards = sorted((_read_shard(Path(d)) for d in shard_dirs), key=lambda s: s.episode_index)
-    _check_unique(shards)
+    if order not in ORDERS:
+        raise AssemblyError(f"order must be one of {', '.join(ORDERS)}, not {order!r}", path="--order")
+    shards = _read_shards(shard_dirs)
+    if order == "index":
+        shards.sort(key=lambda s: s.episode_index)
+    elif order == "recorded":
+        shards.sort(key=lambda s: s.recorded_at)
     _check_agreement(shards)
     tasks_source = _longest_task_table(shards)
+    _check_unique(shards)
     created = (created_at or datetime.now(UTC)).astimezone(UTC)
 
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".assembling", dir=out_dir.parent))
     try:
-        episodes = _lay_over(stage, shards)
+        known: dict[str, tuple[str, int]] = {}  # dataset file -> digest and size taken while writing it
+        with _DatasetStats(shards, stage) as stats:
+            episodes = _lay_over(stage, shards, stats, known, link=link)
+            dataset_stats = _dataset_stats(shards, stats)
         total_frames = sum(e.length for e in episodes)
-        shutil.copyfile(tasks_source.path / "meta/tasks.parquet", stage / "meta/tasks.parquet")
+        known["meta/tasks.parquet"] = _copy(tasks_source.path / "meta/tasks.parquet", stage / "meta/tasks.parquet")
         _write_json(stage / "meta/info.json", _dataset_info(shards[0].info, episodes, tasks_source))
-        _write_json(stage / "meta/stats.json", _dataset_stats(stage, shards))
+        _write_json(stage / "meta/stats.json", dataset_stats)
         _write_json(stage / ASSEMBLY, _assembly(shards, episodes, created))
-        receipt = _dataset_receipt(stage, len(episodes), created)
+        receipt = _dataset_receipt(stage, len(episodes), created, known)
         _write_json(stage / DATASET_RECEIPT, receipt)
         receipt_sha256 = file_digest(stage / DATASET_RECEIPT)[0]
         publish_modes(stage)
@@ -154,10 +185,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "shard_dirs", type=Path, nargs="+", metavar="SHARD_DIR", help="episode shard folders (episode-NNNNNN)"
     )
+    parser.add_argument(
+        "--order",
+        choices=ORDERS,
+        default="index",
+        help="episode order: by episode index, equal indices in the order given (default); as given; "
+        "or by recorded_at",
+    )
+    parser.add_argument(
+        "--link", action="store_true", help="hard-link unchanged files instead of copying them (same file system)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
-    result = assemble_dataset(args.out_dir, args.shard_dirs)
+    result = assemble_dataset(args.out_dir, args.shard_dirs, order=args.order, link=args.link)
     left_out = " (renumbered)" if result.renumbered else ""
     print(
         f"assembled {len(result.episodes)} episodes, {result.total_frames} frames, "
@@ -166,33 +207,60 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _read_shard(path: Path) -> _Shard:
+def _fails_receipt(path: Path, problems: list[str]) -> AssemblyError:
+    more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
+    return AssemblyError(f"shard fails its receipt: {problems[0]}{more}", path=str(path))
+
+
+def _read_shards(paths: list[Path]) -> list[_Shard]:
+    """Every shard's metadata. Task tables and feature tables that are byte-equal or equal are read or
+    held once, so memory grows little with the number of shards."""
+    tasks: dict[str, list[str]] = {}  # SHA-256 of a meta/tasks.parquet -> its texts
+    features: dict[str, dict[str, Any]] = {}  # canonical JSON -> one shared feature table
+    return [_read_shard(Path(path), tasks, features) for path in paths]
+
+
+def _read_shard(path: Path, tasks: dict[str, list[str]], features: dict[str, dict[str, Any]]) -> _Shard:
+    """The shard's metadata, its small files checked against its receipt (large ones are checked as
+    they are copied). Only the episode row's own columns are kept, not its statistics."""
     if not (path / RECEIPT).is_file():
         raise AssemblyError("not an episode shard (no receipt)", path=str(path / RECEIPT))
-    problems = verify_shard(path)
-    if problems:
-        more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
-        raise AssemblyError(f"shard fails its receipt: {problems[0]}{more}", path=str(path))
     receipt_bytes = (path / RECEIPT).read_bytes()
-    receipt = json.loads(receipt_bytes)
+    try:
+        receipt = json.loads(receipt_bytes)
+        names = [a["path"] for a in receipt["artefacts"]]
+    except (ValueError, KeyError, TypeError):
+        names = []
+    problems, _ = check_artefacts(path, RECEIPT, names=[n for n in names if not str(n).startswith(_LARGE)])
+    if problems:
+        raise _fails_receipt(path, problems)
     info = json.loads((path / "meta/info.json").read_text(encoding="utf-8"))
+    info["features"] = features.setdefault(json.dumps(info["features"], sort_keys=True), info["features"])
     index = receipt["episode_index"]
     episodes_file = path / EPISODES_PATH.format(
         chunk_index=index // info["chunks_size"], file_index=index % info["chunks_size"]
     )
-    rows = pq.read_table(episodes_file).to_pylist()
+    episodes = pq.ParquetFile(episodes_file)
+    own = [name for name in episodes.schema_arrow.names if not name.startswith("stats/")]
+    rows = episodes.read(columns=own).to_pylist()
     if len(rows) != 1 or rows[0]["episode_index"] != index:
         raise AssemblyError(f"expected one row for episode {index}", path=str(episodes_file))
+    metadata = json.loads((path / EPISODE_METADATA).read_text(encoding="utf-8"))
+    digests = {a["path"]: a["sha256"] for a in receipt["artefacts"]}
+    tasks_key = digests.get("meta/tasks.parquet", str(path))
+    if tasks_key not in tasks:
+        tasks[tasks_key] = read_tasks(path / "meta/tasks.parquet")
     shard = _Shard(
         path=path,
         episode_index=index,
         episode_id=receipt["episode_id"],
         info=info,
         episode=rows[0],
-        tasks=read_tasks(path / "meta/tasks.parquet"),
+        tasks=tasks[tasks_key],
         receipt_sha256=hashlib.sha256(receipt_bytes).hexdigest(),
+        recorded_at=str(metadata.get("recorded_at") or ""),
     )
-    _check_artefacts(shard, [a["path"] for a in receipt["artefacts"]])
+    _check_artefacts(shard, names)
     return shard
 
 
@@ -209,12 +277,21 @@ def _check_artefacts(shard: _Shard, paths: list[str]) -> None:
 
 
 def _check_unique(shards: list[_Shard]) -> None:
-    for before, after in itertools.pairwise(shards):
-        if before.episode_index == after.episode_index:
+    """Each episode once: shards may share an episode index (exported apart), not an episode id."""
+    seen: dict[str, _Shard] = {}
+    for shard in shards:
+        before = seen.setdefault(shard.episode_id, shard)
+        if before is shard:
+            continue
+        if before.episode_index == shard.episode_index:
             raise AssemblyError(
-                f"two shards for episode index {after.episode_index}: "
-                f"{before.path} (id {before.episode_id}) and {after.path} (id {after.episode_id})"
+                f"two shards for episode index {shard.episode_index} hold the same episode (id {shard.episode_id}): "
+                f"{before.path} and {shard.path}"
             )
+        raise AssemblyError(
+            f"two shards hold the same episode (id {shard.episode_id}): {before.path} (episode index "
+            f"{before.episode_index}) and {shard.path} (episode index {shard.episode_index})"
+        )
 
 
 def _check_agreement(shards: list[_Shard]) -> None:
@@ -263,27 +340,69 @@ def _longest_task_table(shards: list[_Shard]) -> _Shard:
     return longest
 
 
-def _lay_over(stage: Path, shards: list[_Shard]) -> list[AssembledEpisode]:
-    episodes = []
-    from_index = 0
-    for new_index, shard in enumerate(shards):
-        length = shard.episode["length"]
-        target = _renumbered(shard, new_index, from_index)
-        if target is shard:
-            _copy(shard.path / shard.data_file(), stage / shard.data_file())
-            _copy(shard.path / shard.episodes_file(), stage / shard.episodes_file())
-        else:
-            _write_data(shard.path / shard.data_file(), stage / target.data_file(), target)
-            _write_episode_row(shard.path / shard.episodes_file(), stage / target.episodes_file(), target)
-        for key in shard.video_keys:
-            _copy(shard.path / shard.video_file(key), stage / target.video_file(key))
-        moved = stage / f"ceres/episodes/episode-{new_index:06d}"
-        _copy(shard.path / EPISODE_METADATA, moved / "episode-metadata.json")
-        _copy(shard.path / RECEIPT, moved / "source-receipt.json")
-        _copy_task_specifications(shard, stage)
-        episodes.append(AssembledEpisode(new_index, shard.episode_index, shard.episode_id, length))
-        from_index += length
-    return episodes
+def _lay_over(
+    stage: Path, shards: list[_Shard], stats: _DatasetStats, known: dict[str, tuple[str, int]], *, link: bool
+) -> list[AssembledEpisode]:
+    """Lay every shard over the staging folder, two at a time (hashing, copying and parquet encoding
+    release the GIL); the first shard in dataset order that fails is the one reported."""
+    starts = np.cumsum([0, *(s.episode["length"] for s in shards)])
+    with ThreadPoolExecutor(max_workers=_LAY_OVER_THREADS) as pool:
+        jobs = [
+            pool.submit(_lay_over_one, stage, shard, new_index, int(starts[new_index]), stats, link=link)
+            for new_index, shard in enumerate(shards)
+        ]
+        try:
+            results = [job.result() for job in jobs]
+        except BaseException:
+            for job in jobs:
+                job.cancel()
+            raise
+    for _, digests in results:
+        known.update(digests)
+    for shard in shards:
+        _copy_task_specifications(shard, stage, known)
+    return [episode for episode, _ in results]
+
+
+def _lay_over_one(
+    stage: Path, shard: _Shard, new_index: int, from_index: int, stats: _DatasetStats, *, link: bool
+) -> tuple[AssembledEpisode, dict[str, tuple[str, int]]]:
+    """One shard laid over the staging folder as episode ``new_index``; the digests of what it wrote."""
+    known: dict[str, tuple[str, int]] = {}
+    target = _renumbered(shard, new_index, from_index)
+    # files taken over unchanged: shard path -> dataset path
+    places = {shard.video_file(key): target.video_file(key) for key in shard.video_keys}
+    if target is shard:
+        places[shard.data_file()] = target.data_file()
+    for place in places.values():
+        (stage / place).parent.mkdir(parents=True, exist_ok=True)
+    copies = {} if link else {name: stage / place for name, place in places.items()}
+    large = [name for name in [shard.data_file(), *places] if name.startswith(_LARGE)]
+    problems, digests = check_artefacts(shard.path, RECEIPT, copies=copies, names=sorted(set(large)))
+    if problems:
+        raise _fails_receipt(shard.path, problems)
+    for name, place in places.items():
+        if link:
+            _link_or_copy(shard.path / name, stage / place)
+        known[place] = digests[name]
+    if target is shard:
+        known[target.episodes_file()] = _copy(shard.path / shard.episodes_file(), stage / target.episodes_file())
+        stats.add_file(shard.path / shard.data_file(), from_index)
+    else:
+        _write_data(shard.path / shard.data_file(), stage / target.data_file(), target, stats)
+        _write_episode_row(shard.path / shard.episodes_file(), stage / target.episodes_file(), target)
+    moved = f"ceres/episodes/episode-{new_index:06d}"
+    for source, name in ((EPISODE_METADATA, "episode-metadata.json"), (RECEIPT, "source-receipt.json")):
+        known[f"{moved}/{name}"] = _copy(shard.path / source, stage / moved / name)
+    return AssembledEpisode(new_index, shard.episode_index, shard.episode_id, shard.episode["length"]), known
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    """A hard link where the file system allows one, else a copy (the source was just verified)."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copyfile(source, target)
 
 
 def _renumbered(shard: _Shard, new_index: int, from_index: int) -> _Shard:
@@ -300,20 +419,32 @@ def _renumbered(shard: _Shard, new_index: int, from_index: int) -> _Shard:
     for prefix in ["data", "meta/episodes", *(f"videos/{key}" for key in shard.video_keys)]:
         row[f"{prefix}/chunk_index"] = place["chunk_index"]
         row[f"{prefix}/file_index"] = place["file_index"]
-    return _Shard(shard.path, new_index, shard.episode_id, shard.info, row, shard.tasks, shard.receipt_sha256)
+    return dataclasses.replace(shard, episode_index=new_index, episode=row)
 
 
-def _write_data(source: Path, target: Path, shard: _Shard) -> None:
-    table = pq.read_table(source)
-    frame_index = table.column("frame_index").to_numpy()
-    table = _set_column(table, "episode_index", np.full(len(frame_index), shard.episode_index))
-    table = _set_column(table, "index", shard.episode["dataset_from_index"] + frame_index)
+def _write_data(source: Path, target: Path, shard: _Shard, stats: _DatasetStats) -> None:
+    """The data file with ``episode_index`` and ``index`` rewritten, a row group at a time; every other
+    column, the schema and the row groups stay as they are."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, target)
+    data = pq.ParquetFile(source)
+    # float vectors rarely repeat: skipping the dictionary attempt halves the time to encode them
+    plain = {"observation.state", "action"}
+    dictionary = [name for name in data.schema_arrow.names if name not in plain]
+    first_row = shard.episode["dataset_from_index"]
+    with pq.ParquetWriter(target, data.schema_arrow, use_dictionary=dictionary) as writer:
+        for group in range(data.num_row_groups):
+            table = data.read_row_group(group)
+            frame_index = table.column("frame_index").to_numpy()
+            table = _set_column(table, "episode_index", np.full(len(frame_index), shard.episode_index))
+            table = _set_column(table, "index", shard.episode["dataset_from_index"] + frame_index)
+            writer.write_table(table, row_group_size=max(1, table.num_rows))
+            stats.add(table, first_row)
+            first_row += table.num_rows
 
 
 def _write_episode_row(source: Path, target: Path, shard: _Shard) -> None:
-    """Rewrite the episode row's locations and the statistics of the two renumbered columns."""
+    """Rewrite the episode row's locations and the statistics of the two renumbered columns; every
+    other column (the row has thousands, most of them statistics) is kept as it is."""
     table = pq.read_table(source)
     row = dict(shard.episode)
     length = row["length"]
@@ -323,10 +454,12 @@ def _write_episode_row(source: Path, target: Path, shard: _Shard) -> None:
     }
     for name, values in new_values.items():
         for stat, value in feature_stats(values).items():
-            if f"stats/{name}/{stat}" in row:
-                row[f"stats/{name}/{stat}"] = value
-    for i, field in enumerate(table.schema):
-        table = table.set_column(i, field, pa.array([row[field.name]]).cast(field.type))
+            row[f"stats/{name}/{stat}"] = value
+    for name, value in row.items():
+        i = table.schema.get_field_index(name)
+        if i >= 0:
+            field = table.schema.field(i)
+            table = table.set_column(i, field, pa.array([value]).cast(field.type))
     target.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, target)
 
@@ -337,12 +470,13 @@ def _set_column(table: pa.Table, name: str, values: np.ndarray) -> pa.Table:
     return table.set_column(i, field, pa.array(values, type=field.type))
 
 
-def _copy_task_specifications(shard: _Shard, stage: Path) -> None:
+def _copy_task_specifications(shard: _Shard, stage: Path, known: dict[str, tuple[str, int]]) -> None:
     folder = shard.path / TASK_SPECIFICATIONS
     if not folder.is_dir():
         return
     for spec in sorted(folder.iterdir()):
-        target = stage / TASK_SPECIFICATIONS / spec.name
+        name = f"{TASK_SPECIFICATIONS}/{spec.name}"
+        target = stage / name
         if target.exists():
             if target.read_bytes() != spec.read_bytes():
                 raise AssemblyError(
@@ -350,7 +484,7 @@ def _copy_task_specifications(shard: _Shard, stage: Path) -> None:
                     path=str(spec),
                 )
             continue
-        _copy(spec, target)
+        known[name] = _copy(spec, target)
 
 
 def _dataset_info(info: dict[str, Any], episodes: list[AssembledEpisode], tasks: _Shard) -> dict[str, Any]:
@@ -362,10 +496,56 @@ def _dataset_info(info: dict[str, Any], episodes: list[AssembledEpisode], tasks:
     return info
 
 
-def _dataset_stats(stage: Path, shards: list[_Shard]) -> dict[str, dict[str, list]]:
+class _DatasetStats:
+    """Every data row of the dataset, gathered a block of rows at a time into one column scratch file
+    per non-video feature (in the staging folder, unlinked), for exact statistics one dimension at a
+    time: memory holds a block or a column, never the dataset."""
+
+    def __init__(self, shards: list[_Shard], folder: Path):
+        rows = sum(s.episode["length"] for s in shards)
+        self.features = {
+            name: (int(np.prod(spec["shape"])), spec["dtype"])
+            for name, spec in shards[0].info["features"].items()
+            if spec["dtype"] != "video"
+        }
+        self.scratches = {
+            name: ColumnScratch(rows, width, np.float32 if dtype == "float32" else np.float64, folder=folder)
+            for name, (width, dtype) in self.features.items()
+        }
+
+    def add(self, table: pa.Table, first_row: int) -> None:
+        """Rows ``first_row`` .. of the dataset (shards may be added in any order)."""
+        for name, scratch in self.scratches.items():
+            column = table.column(name).combine_chunks()
+            if pa.types.is_list(column.type) or pa.types.is_fixed_size_list(column.type):
+                column = pc.list_flatten(column)
+            scratch.write(first_row, column.to_numpy(zero_copy_only=False).reshape(table.num_rows, -1))
+
+    def add_file(self, data_file: Path, first_row: int) -> None:
+        """A data file whose indices stay as they are, read in blocks of rows."""
+        width = sum(width for width, _ in self.features.values())
+        batch = max(1, STATS_MEMORY_BUDGET // (8 * width))
+        for block in pq.ParquetFile(data_file).iter_batches(batch_size=batch, columns=list(self.features)):
+            self.add(pa.Table.from_batches([block]), first_row)
+            first_row += block.num_rows
+
+    def stats(self, name: str) -> dict[str, list]:
+        scratch = self.scratches[name]
+        width, _ = self.features[name]
+        if width > 1:
+            return scratch.stats()
+        return collect([dimension_stats(scratch.dimension(0), vector=False)], scratch.rows)
+
+    def __enter__(self) -> _DatasetStats:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for scratch in self.scratches.values():
+            scratch.close()
+
+
+def _dataset_stats(shards: list[_Shard], gathered: _DatasetStats) -> dict[str, dict[str, list]]:
     """Exact statistics over every data row of the dataset; cameras pooled from the shards' samples."""
-    data_files = sorted(stage.glob("data/*/*.parquet"))
-    total_rows = sum(pq.ParquetFile(f).metadata.num_rows for f in data_files)
     stats = {}
     for name, spec in shards[0].info["features"].items():
         if spec["dtype"] == "video":
@@ -373,27 +553,8 @@ def _dataset_stats(stage: Path, shards: list[_Shard]) -> dict[str, dict[str, lis
                 [json.loads((s.path / "meta/stats.json").read_text(encoding="utf-8"))[name] for s in shards]
             )
         else:
-            stats[name] = _column_stats(data_files, name, int(np.prod(spec["shape"])), total_rows)
+            stats[name] = gathered.stats(name)
     return stats
-
-
-def _column_stats(data_files: list[Path], name: str, width: int, total_rows: int) -> dict[str, list]:
-    """Exact per-dimension statistics of one column, ``block`` dimensions at a time to bound memory."""
-    block = max(1, min(width, STATS_MEMORY_BUDGET // (8 * max(total_rows, 1))))
-    parts = []
-    for start in range(0, width, block):
-        stop = min(width, start + block)
-        # copy the block out so each file's whole column is freed before the next file is read
-        values = np.concatenate([_read_column(f, name, width)[:, start:stop].copy() for f in data_files])
-        parts.append(feature_stats(values))
-    return {stat: parts[0][stat] if stat == "count" else [v for part in parts for v in part[stat]] for stat in parts[0]}
-
-
-def _read_column(data_file: Path, name: str, width: int) -> np.ndarray:
-    column = pq.read_table(data_file, columns=[name]).column(name).combine_chunks()
-    if pa.types.is_list(column.type) or pa.types.is_fixed_size_list(column.type):
-        column = pc.list_flatten(column)
-    return column.to_numpy(zero_copy_only=False).reshape(-1, width)
 
 
 def _pooled_video_stats(per_episode: list[dict[str, list]]) -> dict[str, list]:
@@ -441,19 +602,22 @@ def _assembly(shards: list[_Shard], episodes: list[AssembledEpisode], created: d
     }
 
 
-def _dataset_receipt(stage: Path, total_episodes: int, created: datetime) -> dict[str, Any]:
+def _dataset_receipt(
+    stage: Path, total_episodes: int, created: datetime, known: dict[str, tuple[str, int]]
+) -> dict[str, Any]:
     return {
         "schema": "ceres-dataset-receipt",
         "version": 1,
         "created_at": rfc3339(created),
         "total_episodes": total_episodes,
-        "artefacts": build_artefacts(stage, exclude=DATASET_RECEIPT),
+        "artefacts": build_artefacts(stage, exclude=DATASET_RECEIPT, known=known),
     }
 
 
-def _copy(source: Path, target: Path) -> None:
+def _copy(source: Path, target: Path) -> tuple[str, int]:
+    """Copy a file, hashing it on the way; returns its digest and size."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(source, target)
+    return file_digest(source, target)
 
 
 def _write_json(path: Path, value: Any) -> None:

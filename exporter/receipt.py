@@ -4,10 +4,11 @@ One implementation serves the episode shard's ``ceres/browser-export-receipt.jso
 dataset's ``ceres/dataset-receipt.json``.
 """
 
+import contextlib
 import hashlib
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Any
@@ -18,28 +19,42 @@ RECEIPT = "ceres/browser-export-receipt.json"
 MEDIA_TYPES = {".parquet": "application/vnd.apache.parquet", ".json": "application/json", ".mp4": "video/mp4"}
 # hashlib releases the GIL while it digests, so a few threads hash the video and the data parquet at once.
 _HASH_THREADS = min(4, os.cpu_count() or 1)
+_BLOCK = 1 << 20
+_THREADED_BYTES = 16 << 20
 
 
-def stream_digest(stream: IO[bytes]) -> tuple[str, int]:
+def stream_digest(stream: IO[bytes], copy_to: IO[bytes] | None = None) -> tuple[str, int]:
     """SHA-256 (lowercase hex) and length in bytes of everything a binary stream holds, read in 1 MiB blocks
-    (a local file or a stored object alike)."""
+    (a local file or a stored object alike); with ``copy_to``, each block is also written there, so copying
+    and hashing read each byte once."""
     sha = hashlib.sha256()
     size = 0
-    while block := stream.read(1 << 20):
+    while block := stream.read(_BLOCK):
         sha.update(block)
+        if copy_to is not None:
+            copy_to.write(block)
         size += len(block)
     return sha.hexdigest(), size
 
 
-def file_digest(path: Path) -> tuple[str, int]:
-    """SHA-256 (lowercase hex) and length in bytes of one file."""
-    with Path(path).open("rb") as stream:
-        return stream_digest(stream)
+def file_digest(path: Path, copy_to: Path | None = None) -> tuple[str, int]:
+    """SHA-256 (lowercase hex) and length in bytes of one file; with ``copy_to``, the file is copied there (a
+    new file) as it is read."""
+    with Path(path).open("rb") as stream, (copy_to.open("xb") if copy_to else contextlib.nullcontext()) as out:
+        return stream_digest(stream, out)
 
 
-def _digests(root: Path, names: Iterable[str]) -> list[tuple[str, int]]:
+def _digests(root: Path, names: Iterable[str], copies: Mapping[str, Path] | None = None) -> list[tuple[str, int]]:
+    copies = copies or {}
+    names = list(names)
+
+    def digest(name: str) -> tuple[str, int]:
+        return file_digest(root / name, copies.get(name))
+
+    if len(names) < 2 or sum((root / name).stat().st_size for name in names) < _THREADED_BYTES:
+        return [digest(name) for name in names]  # starting threads would cost more than they save
     with ThreadPoolExecutor(max_workers=_HASH_THREADS) as pool:
-        return list(pool.map(lambda name: file_digest(root / name), names))
+        return list(pool.map(digest, names))
 
 
 def folder_files(root: Path) -> list[str]:
@@ -47,18 +62,37 @@ def folder_files(root: Path) -> list[str]:
     return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() or p.is_symlink())
 
 
-def build_artefacts(root: Path, *, exclude: str) -> list[dict[str, Any]]:
-    """Receipt entries for every file under ``root`` except ``exclude`` (the receipt itself), by path."""
+def build_artefacts(
+    root: Path, *, exclude: str, known: Mapping[str, tuple[str, int]] | None = None
+) -> list[dict[str, Any]]:
+    """Receipt entries for every file under ``root`` except ``exclude`` (the receipt itself), by path.
+    ``known`` gives digests and sizes already taken while the files were written; others are hashed."""
+    known = known or {}
     names = [name for name in folder_files(root) if name != exclude]
+    unknown = [name for name in names if name not in known]
+    digests = {**known, **dict(zip(unknown, _digests(root, unknown), strict=True))}
     return [
-        {"path": name, "sha256": sha256, "bytes": size, "media_type": MEDIA_TYPES[Path(name).suffix]}
-        for name, (sha256, size) in zip(names, _digests(root, names), strict=True)
+        {"path": n, "sha256": digests[n][0], "bytes": digests[n][1], "media_type": MEDIA_TYPES[Path(n).suffix]}
+        for n in names
     ]
 
 
 def verify_artefacts(root: Path, receipt_name: str) -> list[str]:
     """Problems found (empty when the files under ``root`` are exactly the receipt's artefacts, with
     matching digests and sizes); ``receipt_name`` is the receipt's path relative to ``root``."""
+    return check_artefacts(root, receipt_name)[0]
+
+
+def check_artefacts(
+    root: Path,
+    receipt_name: str,
+    copies: Mapping[str, Path] | None = None,
+    names: Iterable[str] | None = None,
+) -> tuple[list[str], dict[str, tuple[str, int]]]:
+    """``verify_artefacts`` for the artefacts in ``names`` (all by default; the file list is always
+    checked), also returning the digest and size of each file read. ``copies`` maps artefacts to new
+    files they are written to while they are hashed, so each byte is read once; a copy is good only
+    when no problem is found."""
     root = Path(root)
     try:
         receipt: Any = json.loads((root / receipt_name).read_bytes())
@@ -66,11 +100,11 @@ def verify_artefacts(root: Path, receipt_name: str) -> list[str]:
         if not all(isinstance(name, str) for name in artefacts):
             raise TypeError("an artefact path is not a string")
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        return [f"{receipt_name}: unreadable receipt: {exc}"]
+        return [f"{receipt_name}: unreadable receipt: {exc}"], {}
     present = set(folder_files(root)) - {receipt_name}
     problems = [f"{name}: extra file not in the receipt" for name in sorted(present - artefacts.keys())]
     regular = []
-    for name in sorted(artefacts):
+    for name in sorted(artefacts if names is None else set(names) & artefacts.keys()):
         path = root / name
         if name not in present:
             problems.append(f"{name}: missing")
@@ -78,13 +112,14 @@ def verify_artefacts(root: Path, receipt_name: str) -> list[str]:
             problems.append(f"{name}: not a regular file")
         else:
             regular.append(name)
-    for name, (sha256, size) in zip(regular, _digests(root, regular), strict=True):
+    digests = dict(zip(regular, _digests(root, regular, copies), strict=True))
+    for name, (sha256, size) in digests.items():
         artefact = artefacts[name]
         if size != artefact.get("bytes"):
             problems.append(f"{name}: {size} bytes, receipt says {artefact.get('bytes')}")
         if sha256 != artefact.get("sha256"):
             problems.append(f"{name}: SHA-256 {sha256} does not match the receipt")
-    return problems
+    return problems, digests
 
 
 def write_receipt(shard_dir: Path, *, episode_id: str, episode_index: int, created_at: str) -> bytes:

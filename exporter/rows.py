@@ -1,10 +1,13 @@
-"""From journal to rows (capture-source.md section 4): one row per slot of each retained segment."""
+"""From journal to rows (capture-source.md section 4): one row per slot of each retained segment.
+
+The rows hold small per-row arrays; the 410-value states stay in the journal's scratch store and are
+read a block of rows at a time (``Rows.state``), so memory does not grow with 410 values per row."""
 
 from dataclasses import dataclass
 
 import numpy as np
 
-from exporter.journal import Journal, Segment
+from exporter.journal import Journal, Segment, StateStore
 
 
 @dataclass(frozen=True)
@@ -22,7 +25,8 @@ class SegmentRows:
 
 @dataclass
 class Rows:
-    state: np.ndarray  # float32 (n, 410)
+    states: StateStore
+    records: np.ndarray  # int64: the row's state in ``states`` (-1: all zeros, a gap or missing slot)
     action: np.ndarray  # float32 (n, 2)
     source_slot: np.ndarray  # int64
     source_time: np.ndarray  # float64: the record's t, or the nominal time of a missing slot
@@ -34,6 +38,10 @@ class Rows:
     def __len__(self) -> int:
         return len(self.source_slot)
 
+    def state(self, start: int, stop: int, out: np.ndarray | None = None) -> np.ndarray:
+        """float32 states (stop - start, 410) of rows start .. stop - 1, into ``out`` when given."""
+        return self.states.take(self.records[start:stop], out)
+
     @property
     def consecutive(self) -> bool:
         """True when the rows are consecutive slots (no retry or idle slot between segments)."""
@@ -41,8 +49,7 @@ class Rows:
 
 
 def build_rows(journal: Journal, rate_hz: int, task_indices: dict[str, int]) -> Rows:
-    """Rows of the retained segments in ascending start_slot order; missing slots become gap rows.
-    The journal's states move into the rows (its store is emptied), so this runs once per journal."""
+    """Rows of the retained segments in ascending start_slot order; missing slots become gap rows."""
     parts: list[tuple[np.ndarray, ...]] = []
     segments: list[SegmentRows] = []
     frame = 0
@@ -62,9 +69,9 @@ def build_rows(journal: Journal, rate_hz: int, task_indices: dict[str, int]) -> 
         segments.append(SegmentRows(segment, task_indices[segment.task], frame, frame + len(slots), int(gaps.sum())))
         frame += len(slots)
     slots, records, times, nominal, gaps, pinch, task_index = (np.concatenate(p) for p in zip(*parts, strict=True))
-    state = journal.states.take(records)
     return Rows(
-        state=state,
+        states=journal.states,
+        records=records,
         action=pinch.astype(np.float32),
         source_slot=slots,
         source_time=times,

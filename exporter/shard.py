@@ -17,19 +17,20 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from exporter.errors import ShardExistsError, SourceError
-from exporter.features import feature_table, video_key
+from exporter.features import STATE_DIM, feature_table, video_key
 from exporter.jsonfile import json_bytes
 from exporter.modes import publish_modes
 from exporter.receipt import verify_shard, write_receipt
 from exporter.rows import Rows, build_rows
 from exporter.source import STUDY_KEYS, Capture, check_study_block, open_source, parse_capture, read_capture
-from exporter.stats import STAT_NAMES, feature_stats
+from exporter.stats import STAT_NAMES, ColumnScratch, feature_stats
 from exporter.task_table import extend_tasks, write_tasks
 from exporter.video import VideoResult, export_video, video_stats
 
 CHUNKS_SIZE = 1000
 MAX_INDEX = 2**53  # episode and global frame indices stay exact in JSON readers that use doubles
-# Row groups bound the parquet writer's buffers (one group for a whole hour of state took ~300 MB).
+# Data parquet row groups: the states of one group are in memory at a time (one group for an hour of
+# state took ~300 MB).
 ROW_GROUP_ROWS = 16384
 
 
@@ -82,34 +83,64 @@ def _study_block(capture: Capture, study: dict[str, Any] | None) -> dict[str, An
     return {**check_study_block(study, "study"), "raw_audio_retained": retained}
 
 
-def _data_table(rows: Rows, fps: int, episode_index: int, from_index: int) -> pa.Table:
-    n = len(rows)
-    frame_index = np.arange(n, dtype=np.int64)
+def _data_table(rows: Rows, state: np.ndarray, start: int, fps: int, episode_index: int, from_index: int) -> pa.Table:
+    """The data table of rows start .. start + len(state) - 1."""
+    stop = start + len(state)
+    frame_index = np.arange(start, stop, dtype=np.int64)
+    action = rows.action[start:stop]
     columns = {
-        "observation.state": pa.FixedSizeListArray.from_arrays(pa.array(rows.state.reshape(-1)), rows.state.shape[1]),
-        "action": pa.FixedSizeListArray.from_arrays(pa.array(rows.action.reshape(-1)), rows.action.shape[1]),
+        "observation.state": pa.FixedSizeListArray.from_arrays(pa.array(state.reshape(-1)), state.shape[1]),
+        "action": pa.FixedSizeListArray.from_arrays(pa.array(action.reshape(-1)), action.shape[1]),
         "timestamp": pa.array((frame_index / fps).astype(np.float32)),
         "frame_index": pa.array(frame_index),
-        "episode_index": pa.array(np.full(n, episode_index, dtype=np.int64)),
+        "episode_index": pa.array(np.full(stop - start, episode_index, dtype=np.int64)),
         "index": pa.array(frame_index + from_index),
-        "task_index": pa.array(rows.task_index),
-        "ceres.source_frame_index": pa.array(rows.source_slot),
-        "ceres.source_timestamp": pa.array(rows.source_time),
-        "ceres.source_gap": pa.array(rows.gap),
+        "task_index": pa.array(rows.task_index[start:stop]),
+        "ceres.source_frame_index": pa.array(rows.source_slot[start:stop]),
+        "ceres.source_timestamp": pa.array(rows.source_time[start:stop]),
+        "ceres.source_gap": pa.array(rows.gap[start:stop]),
     }
     return pa.table(columns)
 
 
-def _data_stats(table: pa.Table) -> dict[str, dict[str, list[Any]]]:
-    stats = {}
-    for name in table.column_names:
-        column = table.column(name).combine_chunks()
-        if pa.types.is_fixed_size_list(column.type):
-            values = column.flatten().to_numpy().reshape(len(column), column.type.list_size)
-        else:
-            values = column.to_numpy(zero_copy_only=False)
-        stats[name] = feature_stats(values.astype(np.float64) if values.dtype == bool else values)
-    return stats
+def _write_data(
+    rows: Rows, path: Path, fps: int, episode_index: int, from_index: int
+) -> dict[str, dict[str, list[Any]]]:
+    """Write the data parquet a row group at a time and return the statistics of its columns. The
+    states pass through a column-major scratch file, from which their statistics are computed one
+    dimension at a time, so memory holds one row group, never the episode's states."""
+    n = len(rows)
+    frame_index = np.arange(n, dtype=np.int64)
+    writer = None
+    group = np.empty((min(n, ROW_GROUP_ROWS), STATE_DIM), dtype=np.float32)  # one buffer for every group
+    with ColumnScratch(n, STATE_DIM, folder=path.parent) as states:
+        try:
+            for start in range(0, n, ROW_GROUP_ROWS):
+                stop = min(n, start + ROW_GROUP_ROWS)
+                state = rows.state(start, stop, group[: stop - start])
+                states.write(start, state)
+                table = _data_table(rows, state, start, fps, episode_index, from_index)
+                if writer is None:
+                    writer = pq.ParquetWriter(path, table.schema)
+                writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
+                del state, table
+                pa.default_memory_pool().release_unused()
+        finally:
+            if writer is not None:
+                writer.close()
+        state_stats = states.stats()
+    return {
+        "observation.state": state_stats,
+        "action": feature_stats(rows.action),
+        "timestamp": feature_stats((frame_index / fps).astype(np.float32)),
+        "frame_index": feature_stats(frame_index),
+        "episode_index": feature_stats(np.full(n, episode_index, dtype=np.int64)),
+        "index": feature_stats(frame_index + from_index),
+        "task_index": feature_stats(rows.task_index),
+        "ceres.source_frame_index": feature_stats(rows.source_slot),
+        "ceres.source_timestamp": feature_stats(rows.source_time),
+        "ceres.source_gap": feature_stats(rows.gap),
+    }
 
 
 def _episodes_table(
@@ -200,13 +231,9 @@ def _write_shard(
             video = video_key(capture.camera.selected)
             mp4 = staging / "videos" / video / f"{name}.mp4"
             video_job = pool.submit(_write_video, capture, camera_path, rows, mp4)
-        table = _data_table(rows, fps, episode_index, from_index)
         data_path = staging / "data" / f"{name}.parquet"
         data_path.parent.mkdir(parents=True)
-        pq.write_table(table, data_path, row_group_size=ROW_GROUP_ROWS)
-        pa.default_memory_pool().release_unused()
-        data_stats = _data_stats(table)
-        del table
+        data_stats = _write_data(rows, data_path, fps, episode_index, from_index)
         if video_job is not None:
             video_result, video_stats_, (height, width) = video_job.result()
     if video_result is not None and video_result.misaligned_rows:
@@ -325,38 +352,40 @@ def export_shard(
     created_at = rfc3339(exported_at or datetime.now(UTC))
     with open_source(Path(source)) as container:
         capture = parse_capture(container)
-        study_block = _study_block(capture, study)
-        table = extend_tasks(tasks or [], capture.tasks)
-        rows = build_rows(capture.journal, capture.rate_hz, {task: i for i, task in enumerate(table)})
-        camera_path = container.local_path(capture.camera.media) if capture.camera else None
-        try:
-            out_dir.mkdir(parents=True, exist_ok=True)
-            staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.staging-", dir=out_dir))
-        except OSError as exc:
-            raise SourceError(f"cannot write the shard here: {exc.strerror}", path=str(out_dir)) from None
-        try:
-            video_method, warnings = _write_shard(
-                staging,
-                capture,
-                camera_path,
-                rows,
-                episode_index=episode_index,
-                from_index=from_index,
-                tasks=table,
-                study=study_block,
-                exported_at=created_at,
-            )
-            receipt = write_receipt(
-                staging, episode_id=capture.capture_id, episode_index=episode_index, created_at=created_at
-            )
-            if target.exists():
-                raise ShardExistsError("already exists; shards are immutable", path=str(target))
-            publish_modes(staging)
-            os.rename(staging, target)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                shutil.rmtree(staging)
-            raise
+        # the journal's states sit in scratch files until the data parquet is written
+        with contextlib.closing(capture.journal.states):
+            study_block = _study_block(capture, study)
+            table = extend_tasks(tasks or [], capture.tasks)
+            rows = build_rows(capture.journal, capture.rate_hz, {task: i for i, task in enumerate(table)})
+            camera_path = container.local_path(capture.camera.media) if capture.camera else None
+            try:
+                out_dir.mkdir(parents=True, exist_ok=True)
+                staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.staging-", dir=out_dir))
+            except OSError as exc:
+                raise SourceError(f"cannot write the shard here: {exc.strerror}", path=str(out_dir)) from None
+            try:
+                video_method, warnings = _write_shard(
+                    staging,
+                    capture,
+                    camera_path,
+                    rows,
+                    episode_index=episode_index,
+                    from_index=from_index,
+                    tasks=table,
+                    study=study_block,
+                    exported_at=created_at,
+                )
+                receipt = write_receipt(
+                    staging, episode_id=capture.capture_id, episode_index=episode_index, created_at=created_at
+                )
+                if target.exists():
+                    raise ShardExistsError("already exists; shards are immutable", path=str(target))
+                publish_modes(staging)
+                os.rename(staging, target)
+            except BaseException:
+                with contextlib.suppress(FileNotFoundError):
+                    shutil.rmtree(staging)
+                raise
     return ExportResult(
         shard_dir=target,
         rows=len(rows),

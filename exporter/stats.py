@@ -1,27 +1,143 @@
-"""Feature statistics (shard.md section 6): population std, numpy's default (linear) quantiles."""
+"""Feature statistics (shard.md section 6), the one place they are computed for shards, assembled
+datasets and videos: min, max, mean, population std, count and numpy's default (linear) quantiles,
+in float64 (booleans as 0/1), exact over every row.
 
-from typing import Any
+A vector feature is taken one dimension at a time, so its memory is one column, not the whole array:
+a long episode writes its states to a column-major scratch file (``ColumnScratch``) as they are
+built, and each dimension is read back from it. The results are bit for bit those of reducing the
+whole (rows, dimensions) array along its first axis: numpy sums the columns of a 2-D array row after
+row (``np.add.accumulate`` gives the same sum) but a 1-D array pairwise, so a vector feature's
+dimension is summed sequentially and a scalar feature pairwise.
+"""
+
+import os
+import tempfile
+import threading
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import IO, Any
 
 import numpy as np
 
 QUANTILES = {"q01": 0.01, "q10": 0.10, "q50": 0.50, "q90": 0.90, "q99": 0.99}
 STAT_NAMES = ("min", "max", "mean", "std", "count", *QUANTILES)
-_BLOCK = 16  # columns converted to float64 at a time, to bound memory on long episodes
+_QUANTILE_LEVELS = list(QUANTILES.values())
+_TRANSPOSE_ROWS = 4096
+_THREADS = min(2, os.cpu_count() or 1)
+
+
+def dimension_stats(values: np.ndarray, *, vector: bool) -> list[float]:
+    """min, max, mean, std and the quantiles (no count) of one dimension, as floats. ``vector``: the
+    dimension belongs to a vector feature (summed sequentially, as numpy sums a 2-D array's columns)."""
+    values = np.asarray(values, dtype=np.float64)
+    if vector:
+        mean = np.add.accumulate(values)[-1] / len(values)
+        deviations = values - mean
+        std = np.sqrt(np.add.accumulate(deviations * deviations)[-1] / len(values))
+    else:
+        mean, std = values.mean(), values.std()
+    extremes = [values.min(), values.max(), mean, std]
+    return [float(v) for v in (*extremes, *np.quantile(values, _QUANTILE_LEVELS))]
+
+
+def collect(per_dimension: Iterable[list[float]], count: int) -> dict[str, list[Any]]:
+    """The statistics object of a feature from its dimensions' ``dimension_stats``."""
+    columns = list(zip(*per_dimension, strict=True))
+    names = [name for name in STAT_NAMES if name != "count"]
+    stats: dict[str, list[Any]] = {name: list(column) for name, column in zip(names, columns, strict=True)}
+    stats["count"] = [count]
+    return {name: stats[name] for name in STAT_NAMES}
 
 
 def feature_stats(values: np.ndarray) -> dict[str, list[Any]]:
-    """Statistics of one feature over all rows; ``values`` is (n,) for shape-[1] features or (n, d)."""
-    columns = values.reshape(len(values), -1)
-    parts: dict[str, list[np.ndarray]] = {name: [] for name in STAT_NAMES if name != "count"}
-    for start in range(0, columns.shape[1], _BLOCK):
-        block = columns[:, start : start + _BLOCK].astype(np.float64)
-        parts["min"].append(block.min(axis=0))
-        parts["max"].append(block.max(axis=0))
-        parts["mean"].append(block.mean(axis=0))
-        parts["std"].append(block.std(axis=0))
-        quantiles = np.quantile(block, list(QUANTILES.values()), axis=0)
-        for name, row in zip(QUANTILES, quantiles, strict=True):
-            parts[name].append(row)
-    stats: dict[str, list[Any]] = {name: np.concatenate(parts[name]).tolist() for name in parts}
-    stats["count"] = [len(values)]
-    return {name: stats[name] for name in STAT_NAMES}
+    """Statistics of one feature held in memory: ``values`` is (n,) for shape-[1] features or (n, d)."""
+    columns = np.asarray(values).reshape(len(values), -1)
+    vector = np.ndim(values) > 1 and columns.shape[1] > 1
+    return collect((dimension_stats(columns[:, d], vector=vector) for d in range(columns.shape[1])), len(values))
+
+
+def scratch_stats(read_dimension: Callable[[int], np.ndarray], dimensions: int, count: int) -> dict[str, list[Any]]:
+    """Statistics of a vector feature whose dimensions are read one at a time, on two threads (numpy
+    releases the GIL while it partitions and sums)."""
+
+    def one(dimension: int) -> list[float]:
+        return dimension_stats(read_dimension(dimension), vector=True)
+
+    with ThreadPoolExecutor(max_workers=_THREADS) as pool:
+        return collect(pool.map(one, range(dimensions)), count)
+
+
+class ColumnScratch:
+    """A (rows, dimensions) float array stored column-major in an anonymous temporary file: written a
+    block of rows at a time, read back one dimension at a time. Memory stays one block or one column."""
+
+    def __init__(self, rows: int, dimensions: int, dtype: np.dtype | type = np.float32, folder: Path | None = None):
+        self.rows = rows
+        self.dimensions = dimensions
+        self.dtype = np.dtype(dtype)
+        # unlinked at once: it never shows in ``folder`` and vanishes with the process
+        self._file: IO[bytes] = tempfile.TemporaryFile(prefix="ceres-columns-", dir=folder)  # noqa: SIM115
+        self._transposed = np.empty((dimensions, _TRANSPOSE_ROWS), dtype=self.dtype)
+        self._lock = threading.Lock()
+        os.ftruncate(self._file.fileno(), rows * dimensions * self.dtype.itemsize)
+
+    def write(self, first_row: int, block: np.ndarray) -> None:
+        """Store rows ``first_row`` .. ``first_row + len(block)`` of every dimension."""
+        block = np.asarray(block).reshape(len(block), self.dimensions)
+        size = self.dtype.itemsize
+        with self._lock:  # one transpose buffer for every writer
+            self._write(first_row, block, size)
+
+    def _write(self, first_row: int, block: np.ndarray, size: int) -> None:
+        for start in range(0, len(block), _TRANSPOSE_ROWS):  # transposed a slice at a time, in one buffer
+            rows = min(_TRANSPOSE_ROWS, len(block) - start)
+            columns = self._transposed[:, :rows]
+            np.copyto(columns, block[start : start + rows].T, casting="same_kind")
+            for dimension in range(self.dimensions):
+                data = memoryview(np.ascontiguousarray(columns[dimension])).cast("B")
+                offset = (dimension * self.rows + first_row + start) * size
+                while data:
+                    written = os.pwrite(self._file.fileno(), data, offset)
+                    data, offset = data[written:], offset + written
+
+    def dimension(self, index: int) -> np.ndarray:
+        """All rows of one dimension."""
+        out = np.empty(self.rows, dtype=self.dtype)
+        view = memoryview(out).cast("B")
+        offset = index * self.rows * self.dtype.itemsize
+        while view:
+            done = os.preadv(self._file.fileno(), [view], offset)
+            if done == 0:
+                raise OSError("column scratch file ended early")
+            view, offset = view[done:], offset + done
+        return out
+
+    def stats(self) -> dict[str, list[Any]]:
+        return scratch_stats(self.dimension, self.dimensions, self.rows)
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> "ColumnScratch":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def image_stats(frames: list[np.ndarray]) -> dict[str, list]:
+    """Per-channel statistics in [0, 1] of RGB frames (uint8, height x width x 3), each value shaped
+    (3, 1, 1) as LeRobot's image statistics are; ``count`` is the number of frames."""
+    names = [name for name in STAT_NAMES if name != "count"]
+    per_channel = []
+    for channel in range(3):
+        values = np.concatenate([f[..., channel].ravel() for f in frames]).astype(np.float64) / 255.0
+        per_channel.append(
+            [values.min(), values.max(), values.mean(), values.std(), *np.quantile(values, _QUANTILE_LEVELS)]
+        )
+    stats: dict[str, list] = {
+        name: [[[float(per_channel[channel][i])]] for channel in range(3)] for i, name in enumerate(names)
+    }
+    stats["count"] = [len(frames)]  # last, as shards have always written it
+    return stats

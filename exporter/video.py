@@ -20,6 +20,7 @@ import numpy as np
 
 from exporter.errors import SourceError
 from exporter.modes import FILE_MODE
+from exporter.stats import image_stats
 
 # Mux options of every file we write: moov before mdat, and no muxer version string in the file.
 MUX_OPTIONS = {"movflags": "+faststart", "fflags": "+bitexact"}
@@ -33,7 +34,6 @@ STATS_MAX_FRAMES = 100
 STATS_MIN_KEYFRAMES = 10  # fewer keyframes than this: sample all frames (short clips, long GOPs)
 STATS_TARGET_SIDE = 150
 STATS_DOWNSAMPLE_THRESHOLD = 300
-QUANTILES = {"q01": 0.01, "q10": 0.10, "q50": 0.50, "q90": 0.90, "q99": 0.99}
 # x264 SEI option -> x264-params name, for the options that shape the SPS/PPS (smart cut).
 X264_PARAMS = {
     "cabac": "cabac",
@@ -569,6 +569,9 @@ def _downsample(rgb: np.ndarray) -> np.ndarray:
 def _sampled_frames(mp4_path: Path) -> list[np.ndarray]:
     """The statistics sample, downsampled RGB: evenly spread keyframes, or evenly spread frames when
     the video has few keyframes (docs/video.md states the rule)."""
+    indexed = _indexed_keyframes(mp4_path)
+    if indexed is not None:
+        return indexed
     with _open_media(mp4_path) as container:
         stream = _video_stream(container, mp4_path)
         packets = [(p.pts, p.is_keyframe) for p in _video_packets(container, stream, mp4_path)]
@@ -577,6 +580,42 @@ def _sampled_frames(mp4_path: Path) -> list[np.ndarray]:
         return _decoded_frames(mp4_path, keyframe_pts[stats_sample_indices(keyframe_pts.size)], keyframes_only=True)
     display_pts = np.sort(np.array([pts for pts, _ in packets], dtype=np.int64))
     return _decoded_frames(mp4_path, display_pts[stats_sample_indices(display_pts.size)], keyframes_only=False)
+
+
+def _indexed_keyframes(mp4_path: Path) -> list[np.ndarray] | None:
+    """The sampled keyframes found through the container's index, each read by a seek: no pass over
+    every packet. None when the index cannot be used (no index, fewer than STATS_MIN_KEYFRAMES
+    keyframes, or a packet found where the index does not promise it); the caller then reads every
+    packet, which gives the same frames."""
+    with _open_media(mp4_path) as container:
+        stream = _video_stream(container, mp4_path)
+        keyframes = [e.timestamp for e in stream.index_entries if e.is_keyframe and not e.is_discard]
+        if len(keyframes) < STATS_MIN_KEYFRAMES:
+            return None
+        stream.thread_type = "AUTO"
+        stream.codec_context.skip_frame = "NONKEY"
+        frames: list[np.ndarray] = []
+        shown = []
+        try:
+            for timestamp in np.array(keyframes, dtype=np.int64)[stats_sample_indices(len(keyframes))].tolist():
+                # the seek lands on a keyframe at or before the one wanted (it compares display times);
+                # the packets up to the wanted one, at most a group of pictures, are skipped undecoded
+                container.seek(timestamp, stream=stream, backward=True, any_frame=False)
+                wanted = (p for p in _data_packets(container, stream, mp4_path) if (p.dts or 0) >= timestamp)
+                packet = next(wanted, None)
+                if packet is None or packet.dts != timestamp or not packet.is_keyframe or packet.is_discard:
+                    return None
+                decoded = [*stream.decode(packet), *stream.decode(None)]
+                stream.codec_context.flush_buffers()
+                if len(decoded) != 1 or decoded[0].pts != packet.pts:
+                    return None
+                shown.append(packet.pts)
+                frames.append(_downsample(decoded[0].to_ndarray(format="rgb24")))
+        except av.FFmpegError as exc:
+            raise SourceError(f"video stream does not decode ({exc})", path=str(mp4_path)) from exc
+    if shown != sorted(shown):  # keyframes in decode order must be in display order, as the rule assumes
+        return None
+    return frames
 
 
 def _decoded_frames(mp4_path: Path, targets: np.ndarray, *, keyframes_only: bool) -> list[np.ndarray]:
@@ -608,15 +647,4 @@ def video_stats(mp4_path: Path) -> dict[str, list]:
     frames = _sampled_frames(mp4_path)
     if not frames:
         raise SourceError("video has no frames to sample", path=str(mp4_path))
-    names = ["min", "max", "mean", "std", *QUANTILES]
-    per_channel = []
-    for channel in range(3):
-        values = np.concatenate([f[..., channel].ravel() for f in frames]).astype(np.float64) / 255.0
-        per_channel.append(
-            [values.min(), values.max(), values.mean(), values.std(), *np.quantile(values, list(QUANTILES.values()))]
-        )
-    stats: dict[str, list] = {
-        name: [[[float(per_channel[channel][i])]] for channel in range(3)] for i, name in enumerate(names)
-    }
-    stats["count"] = [len(frames)]
-    return stats
+    return image_stats(frames)

@@ -1,0 +1,227 @@
+"""The journal's fast decoding gives what the careful line-by-line path gives: msgspec's typed records
+against orjson/json and field-by-field checks, two processes against one, a failed process against
+none. Values are compared bit for bit, errors by their whole message."""
+
+import json
+import os
+import random
+from datetime import UTC, datetime
+from pathlib import Path
+
+import msgspec
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import exporter.journal
+from exporter.errors import SourceError
+from exporter.generate import generate_capture
+from exporter.journal import parse_journal
+from exporter.shard import export_shard
+from tests.exporter.conftest import frame, gap, hand, segment, standard_records
+
+EXPORTED_AT = datetime(2026, 3, 2, 8, 30, tzinfo=UTC)
+# the careful path casts values beyond the float32 range to find them
+pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")
+
+
+class _Refusing:
+    """Stands in for the typed decoder: refuses every line, so every line takes the careful path."""
+
+    def decode(self, raw: bytes):
+        raise msgspec.DecodeError("typed decoding switched off for the test")
+
+
+def outcome(path: Path, *, typed: bool = True, parallel: bool = False):
+    """What parsing the journal gives: the error message, or every array and state of the journal."""
+    with pytest.MonkeyPatch.context() as patch:
+        if not typed:
+            patch.setattr(exporter.journal, "_TYPED", _Refusing())
+        if parallel:
+            patch.setattr(exporter.journal, "PARALLEL_BYTES", 0)
+        try:
+            with path.open("rb") as stream:
+                journal = parse_journal(stream, 30, lambda: path.open("rb"))
+        except SourceError as exc:
+            return str(exc)
+    try:
+        arrays = {
+            name: getattr(journal, name).tobytes() for name in ("slots", "times", "gaps", "pinch", "records")
+        }
+        arrays["states"] = journal.states.take(journal.records).tobytes()
+        return arrays, journal.segments, journal.warnings
+    finally:
+        journal.states.close()
+
+
+def write_journal(tmp_path: Path, lines: list, name: str = "journal.ndjson", tail: str = "\n") -> Path:
+    path = tmp_path / name
+    text = [line if isinstance(line, str) else json.dumps(line) for line in lines]
+    path.write_bytes(("\n".join(text) + tail).encode("utf-8", "surrogatepass"))
+    return path
+
+
+def assert_same_everywhere(path: Path) -> None:
+    careful = outcome(path, typed=False)
+    assert outcome(path) == careful
+    assert outcome(path, parallel=True) == careful
+
+
+numbers = (
+    st.floats(allow_nan=False, allow_infinity=False)
+    | st.floats(width=32, allow_nan=False, allow_infinity=False)
+    | st.integers(min_value=-(10**40), max_value=10**40)
+    | st.sampled_from([0, -0.0, 1e-45, 3.4028234e38, 3.4028236e38, 2**53 + 1, 2**64 + 1, 10**19, 0.1])
+)
+joints = st.none() | st.lists(numbers, min_size=8, max_size=8)
+hands = st.none() | st.builds(lambda j: {"joints": j}, st.lists(joints, min_size=25, max_size=25))
+heads = st.none() | st.builds(
+    lambda p, q: {"p": p, "q": q}, st.lists(numbers, min_size=3, max_size=3), st.lists(numbers, min_size=4, max_size=4)
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(head=heads, left=hands, right=hands, t=numbers, extra=st.none() | st.dictionaries(st.text(max_size=3), numbers))
+def test_typed_frames_give_the_careful_values(tmp_path_factory, head, left, right, t, extra):
+    record = {"type": "frame", "slot": 1, "t": t, "head": head, "left": left, "right": right}
+    if extra:
+        record["extra"] = extra
+    path = write_journal(tmp_path_factory.mktemp("j"), [frame(0, t=-1e300), record, segment(0, 2, "Wipe")])
+    assert outcome(path) == outcome(path, typed=False)
+
+
+MUTATIONS = [
+    b"true", b"false", b"null", b"-0", b"1e400", b"-1e-400", b"NaN", b'"\\ud800"', b"\xff", b"\xc3\xa9",
+    b"99999999999999999999", b"[", b"]", b"{", b"}", b",", b'"', b"\\", b" ", b"0.5", b'"type"', b'"gap"',
+    b'"slot"', b"1.", b"\xef\xbb\xbf",
+]  # fmt: skip
+
+
+def mutate(line: bytes, rng: random.Random) -> bytes:
+    for _ in range(rng.randint(1, 3)):
+        at = rng.randrange(len(line) + 1)
+        kind = rng.random()
+        if kind < 0.4:
+            line = line[:at] + rng.choice(MUTATIONS) + line[at:]
+        elif kind < 0.7:
+            line = line[:at] + line[at + rng.randint(1, 4) :]
+        else:
+            line = line[:at] + rng.choice(MUTATIONS) + line[at + rng.randint(1, 4) :]
+    return line
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_mutated_journals_get_the_careful_verdicts(tmp_path: Path, seed: int):
+    """Random byte-level damage to real lines: each journal gets the same error (or the same values)."""
+    rng = random.Random(seed)
+    base = [json.dumps(r).encode() for r in standard_records()]
+    verdicts = set()
+    for case in range(60):
+        lines = list(base)
+        for _ in range(rng.randint(1, 2)):
+            at = rng.randrange(len(lines))
+            lines[at] = mutate(lines[at], rng)
+        path = tmp_path / f"journal-{case}.ndjson"
+        path.write_bytes(b"\n".join(lines) + b"\n")
+        careful = outcome(path, typed=False)
+        assert outcome(path) == careful, (case, careful)
+        verdicts.add(careful if isinstance(careful, str) else "accepted")
+    assert len(verdicts) > 10  # the damage really reaches many different checks
+
+
+def test_two_processes_give_one_journal(tmp_path: Path):
+    records = standard_records()
+    records.insert(30, json.dumps(frame(20), indent=1).replace("\n", ""))  # a replay in the second half
+    records.insert(31, {"type": "pose-extra", "slot": 3})  # an unknown type, skipped
+    path = write_journal(tmp_path, records, tail="")
+    assert_same_everywhere(path)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda r: r.append(frame(16, head={"p": [0, 0, 1], "q": [0, 0, 0, 1]})),  # a conflicting replay late
+        lambda r: r.insert(40, '{"type":"frame","slot":'),  # invalid JSON in the second half
+        lambda r: r.append('{"type":"frame","slot":'),  # a torn last line
+        lambda r: r.append(""),  # a blank last line
+        lambda r: r.insert(3, frame(3, t=float(2**40) ** 9)),  # 't' beyond the float32 range is fine
+        lambda r: r.insert(3, '{"type":"gap","slot":3,"t":1e400}'),  # a replayed slot with a bad 't'
+        lambda r: r.insert(2, gap(45)) or r.insert(44, gap(45)),  # a replay whose first record is a gap
+        lambda r: r.insert(39, frame(17, t=7.0)),  # a replay that differs only in 't'
+        lambda r: r.insert(5, frame(50, left=hand(50, 0, untracked_joints=(4,)), right={"joints": [None] * 25})),
+    ],
+)
+def test_errors_and_values_do_not_depend_on_the_path(tmp_path: Path, change):
+    records = standard_records()
+    change(records)
+    assert_same_everywhere(write_journal(tmp_path, records))
+
+
+def test_the_earliest_error_wins_across_the_halves(tmp_path: Path):
+    records = standard_records()
+    bad_t = frame(16, t=True)
+    records[records.index(frame(16))] = bad_t  # a boolean 't'
+    records.append(frame(2**40))  # a slot out of range, later
+    records.insert(1, frame(1, head={"p": [1e39, 0, 0], "q": [0, 0, 0, 1]}))  # state beyond float32, earliest
+    path = write_journal(tmp_path, records)
+    message = outcome(path)
+    assert message == outcome(path, typed=False) == outcome(path, parallel=True)
+    assert message.startswith("journal.ndjson:2: numbers must be finite")
+
+
+def test_a_failed_decoding_process_is_replaced(tmp_path: Path, monkeypatch):
+    path = write_journal(tmp_path, standard_records())
+    expected = outcome(path)
+    parent = os.getpid()
+    decode = exporter.journal._PartDecoder.decode
+
+    def dying(self, stream, stop):
+        if os.getpid() != parent:
+            os._exit(3)  # killed half-way, as by the out-of-memory killer
+        return decode(self, stream, stop)
+
+    monkeypatch.setattr(exporter.journal._PartDecoder, "decode", dying)
+    assert outcome(path, parallel=True) == expected
+
+
+def shard_files(shard: Path) -> dict[str, bytes]:
+    return {p.relative_to(shard).as_posix(): p.read_bytes() for p in sorted(shard.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.slow
+def test_generated_corpus_gives_the_same_shards_on_every_path(tmp_path: Path, monkeypatch):
+    """Every file of every shard (parquet tables, statistics, metadata, video) is byte-identical whether
+    lines are decoded typed or carefully, by one process or two."""
+    corpus = [
+        {"seed": 1, "retries": 0, "camera": "mp4", "seconds": 4},
+        {"seed": 2, "retries": 3, "camera": "none", "seconds": 20},
+        {"seed": 3, "retries": 1, "camera": "webm", "aligned": False, "seconds": 4},
+        {"seed": 4, "retries": 2, "camera": "none", "aligned": False, "seconds": 20, "rate_hz": 90},
+    ]
+    for number, options in enumerate(corpus):
+        source = generate_capture(tmp_path / f"capture-{number}", **options)
+        shards = []
+        for path, (typed, parallel) in enumerate([(True, False), (False, False), (True, True)]):
+            with monkeypatch.context() as patch:
+                if not typed:
+                    patch.setattr(exporter.journal, "_TYPED", _Refusing())
+                if parallel:
+                    patch.setattr(exporter.journal, "PARALLEL_BYTES", 0)
+                result = export_shard(source, tmp_path / f"out-{number}-{path}", exported_at=EXPORTED_AT)
+            shards.append(shard_files(result.shard_dir))
+        assert shards[0] == shards[1] == shards[2], options
+
+
+def test_states_are_read_back_in_any_order(tmp_path: Path):
+    records = [frame(s) for s in (5, 3, 4, 0, 1, 2)] + [gap(6), segment(0, 7, "Wipe")]
+    path = write_journal(tmp_path, records)
+    with path.open("rb") as stream:
+        journal = parse_journal(stream, 30, lambda: path.open("rb"))
+    wanted = np.array([3, -1, 0, 5, 4, 2, 1, -1], dtype=np.int64)
+    states = journal.states.take(wanted)
+    assert not states[1].any() and not states[7].any()
+    in_order = journal.states.take(np.arange(6))
+    np.testing.assert_array_equal(states[[0, 2, 3, 4, 5, 6]], in_order[[3, 0, 5, 4, 2, 1]])
+    np.testing.assert_array_equal(journal.slots, np.arange(7))
+    journal.states.close()
