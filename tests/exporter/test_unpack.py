@@ -1,6 +1,9 @@
 """Unpacking a capture source is bounded: entry count and bytes, declared and actually written."""
 
+import struct
 import zipfile
+import zlib
+from pathlib import Path
 
 import pytest
 
@@ -21,6 +24,72 @@ def test_declared_size_over_the_limit_is_refused_before_writing(tmp_path):
     with pytest.raises(SourceError, match="declares 200002 bytes, more than the limit of 100000"):
         unpack_source(archive, dest, max_bytes=100_000)
     assert list(dest.iterdir()) == []
+
+
+def _written(dest: Path) -> int:
+    return sum(path.stat().st_size for path in dest.rglob("*") if path.is_file())
+
+
+def _lie_about(archive: Path, member: str, *, size: int, crc: int) -> None:
+    """Rewrite every header of ``member`` (local and central) to declare ``size`` bytes with ``crc``; the
+    compressed data is left as it is."""
+    data = bytearray(archive.read_bytes())
+    # signature, offset of the name length, of the name, of the CRC-32, of the uncompressed size
+    for signature, name_length_at, name_at, crc_at, size_at in ((b"PK\x03\x04", 26, 30, 14, 22),
+                                                                (b"PK\x01\x02", 28, 46, 16, 24)):
+        position = data.find(signature)
+        while position >= 0:
+            (length,) = struct.unpack_from("<H", data, position + name_length_at)
+            if data[position + name_at:position + name_at + length] == member.encode():
+                struct.pack_into("<I", data, position + crc_at, crc)
+                struct.pack_into("<I", data, position + size_at, size)
+            position = data.find(signature, position + 4)
+    archive.write_bytes(bytes(data))
+
+
+def test_a_folder_is_counted_while_copying_and_cut_off_at_the_limit(tmp_path):
+    """A folder declares nothing: its bytes are counted as they are copied, and copying stops at the limit."""
+    folder = tmp_path / "src"
+    (folder / "media").mkdir(parents=True)
+    (folder / "capture.json").write_bytes(b"{}")
+    for part in range(3):
+        (folder / "media" / f"part-{part}.bin").write_bytes(b"\0" * 60_000)
+    dest = tmp_path / "out"
+    with pytest.raises(SourceError, match=r"^media/part-1\.bin: expands to more than 100000 bytes$"):
+        unpack_source(folder, dest, max_bytes=100_000)
+    assert _written(dest) <= 100_000
+
+
+def test_a_folder_with_too_many_entries_is_refused(tmp_path):
+    folder = tmp_path / "src"
+    (folder / "media").mkdir(parents=True)
+    for i in range(12):
+        (folder / "media" / f"{i:02d}.bin").write_bytes(b"x")
+    with pytest.raises(SourceError, match=r"^media/09\.bin: more than 10 entries$"):
+        unpack_source(folder, tmp_path / "out", max_entries=10)
+
+
+def test_a_zip_member_larger_than_it_declares_is_never_written_past_its_declared_size(tmp_path):
+    """A directory that under-declares (1 000 bytes for 300 000, with the CRC of all 300 000): the reader stops
+    at the declared size, the CRC of what it read cannot match, and the archive is refused. Less than the
+    declared size reaches the disk, so the declared total, checked first, bounds what a ZIP can write."""
+    archive = _zip(tmp_path / "liar.zip", {"capture.json": b"{}", "journal.ndjson": b"\0" * 300_000})
+    _lie_about(archive, "journal.ndjson", size=1000, crc=zlib.crc32(b"\0" * 300_000))
+    dest = tmp_path / "out"
+    refusal = r"^liar\.zip: unreadable ZIP archive: Bad CRC-32 for file 'journal\.ndjson'$"
+    with pytest.raises(SourceError, match=refusal):
+        unpack_source(archive, dest, max_bytes=100_000)
+    assert _written(dest) <= 2 + 1000
+
+
+def test_a_zip_member_is_what_its_directory_declares(tmp_path):
+    """With a CRC that matches its first 1 000 bytes, the lying member unpacks as those 1 000 bytes: the
+    compressed data beyond the declared size is never inflated."""
+    archive = _zip(tmp_path / "liar.zip", {"capture.json": b"{}", "journal.ndjson": b"\0" * 300_000})
+    _lie_about(archive, "journal.ndjson", size=1000, crc=zlib.crc32(b"\0" * 1000))
+    root = unpack_source(archive, tmp_path / "out", max_bytes=100_000)
+    assert (root / "journal.ndjson").read_bytes() == b"\0" * 1000
+    assert _written(root) == 2 + 1000
 
 
 def test_too_many_entries_are_refused(tmp_path):
