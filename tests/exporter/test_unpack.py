@@ -92,6 +92,30 @@ def test_a_zip_member_is_what_its_directory_declares(tmp_path):
     assert _written(root) == 2 + 1000
 
 
+def test_a_source_of_exactly_the_limits_unpacks(tmp_path):
+    """The limits are inclusive: as many bytes and entries as allowed, as a ZIP and as a folder."""
+    members = {"capture.json": b"{}", "media/camera.mp4": b"\0" * 99_998}
+    archive = _zip(tmp_path / "full.zip", members)
+    zipped = unpack_source(archive, tmp_path / "from-zip", max_bytes=100_000, max_entries=2)
+    assert _written(zipped) == 100_000
+    folder = tmp_path / "src"
+    (folder / "media").mkdir(parents=True)
+    for name, data in members.items():
+        (folder / name).write_bytes(data)
+    copied = unpack_source(folder, tmp_path / "from-folder", max_bytes=100_000, max_entries=3)  # media/ counts
+    assert _written(copied) == 100_000
+    with pytest.raises(SourceError, match=r"^media/camera\.mp4: expands to more than 99999 bytes$"):
+        unpack_source(folder, tmp_path / "one-byte-less", max_bytes=99_999)
+    with pytest.raises(SourceError, match=r"^media/camera\.mp4: more than 2 entries$"):
+        unpack_source(folder, tmp_path / "one-entry-less", max_entries=2)
+
+
+def test_a_path_exactly_as_deep_as_allowed_unpacks(tmp_path):
+    deepest = "/".join("d" * 7) + "/f"  # 8 levels
+    root = unpack_source(_zip(tmp_path / "deep.zip", {"capture.json": b"{}", deepest: b"x"}), tmp_path / "out")
+    assert (root / deepest).read_bytes() == b"x"
+
+
 def test_too_many_entries_are_refused(tmp_path):
     archive = _zip(tmp_path / "many.zip", {f"media/{i}.bin": b"x" for i in range(20)})
     with pytest.raises(SourceError, match="more than 10 entries"):
