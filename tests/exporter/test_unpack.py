@@ -128,6 +128,15 @@ def test_a_single_top_folder_is_the_source_root(tmp_path):
     assert sorted(p.name for p in root.iterdir()) == ["capture.json", "journal.ndjson"]
 
 
+def test_a_second_top_folder_leaves_the_root_where_it_is(tmp_path):
+    """Only a ZIP whose entries all lie in one top folder is read from inside it (docs/exporter.md): with a
+    ``__MACOSX/`` beside it, the root is the archive's own, which holds no capture.json."""
+    archive = _zip(tmp_path / "mac.zip", {"rec/capture.json": b"{}", "__MACOSX/rec/._capture.json": b"x"})
+    dest = tmp_path / "out"
+    assert unpack_source(archive, dest) == dest
+    assert sorted(p.name for p in dest.iterdir()) == ["__MACOSX", "rec"]
+
+
 @pytest.mark.parametrize(("members", "expected"), [
     # A file and a folder of the same name: the second cannot be unpacked beside the first.
     ({"capture.json": b"{}", "capture.json/x": b"x"},
@@ -159,6 +168,17 @@ def test_a_nul_in_a_member_name_cannot_smuggle_a_second_manifest(tmp_path):
     archive.write_bytes(data)
     with pytest.raises(SourceError, match=r"capture\.json: duplicate archive entry"):
         unpack_source(archive, tmp_path / "out")
+
+
+def test_a_source_that_is_a_link_is_refused(tmp_path):
+    folder = tmp_path / "src"
+    folder.mkdir()
+    (folder / "capture.json").write_bytes(b"{}")
+    (tmp_path / "link").symlink_to(folder)
+    dest = tmp_path / "out"
+    with pytest.raises(SourceError, match=r"^link: a capture source may not be a symbolic link$"):
+        unpack_source(tmp_path / "link", dest)
+    assert list(dest.iterdir()) == []
 
 
 def test_a_folder_source_with_a_control_character_in_a_name_is_refused(tmp_path):

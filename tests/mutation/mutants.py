@@ -112,10 +112,13 @@ MUTANTS: list[Mutant] = [
     Mutant("export-stored-bytes-not-rehashed", EXPORT,
            "        if storage.digest(shards, name) != file_digest(local):", "        if False:",
            "each stored object is re-hashed from the storage", T_EXPORT),
+    # Both look-ups: the first alone is an equivalent mutant (the one after the lock finds the same episode).
     Mutant("export-allocation-not-reused", EXPORT,
            "    existing = Episode.objects.filter(recording=recording).first()\n    if existing is not None:\n"
-           "        return existing\n    dataset",
-           "    dataset", "a retried export reuses its allocation", T_EXPORT),
+           "        return existing\n    dataset, _ = StudyDataset.objects.select_for_update().get_or_create("
+           "study=recording.study)\n    existing = Episode.objects.filter(recording=recording).first()",
+           "    dataset, _ = StudyDataset.objects.select_for_update().get_or_create(study=recording.study)\n"
+           "    existing = None", "a retried export reuses its allocation", T_EXPORT),
     Mutant("export-frame-counter-stuck", EXPORT, "    dataset.next_frame_index += length",
            "    dataset.next_frame_index += 0", "episodes get consecutive global frame ranges", T_EXPORT),
     Mutant("export-row-count-unchecked", EXPORT, "            if result.rows != episode.length:",
@@ -139,7 +142,10 @@ MUTANTS: list[Mutant] = [
     Mutant("verify-never-verified", VERIFY, "        elif recording.state == Recording.State.EXPORTED:",
            "        elif False:", "the first verification moves the recording to verified", T_VERIFY),
     # --- portal/recordings/services/ingest.py -------------------------------------------------------------------
-    Mutant("ingest-duplicates-accepted", INGEST, "    original = existing.first()", "    original = None",
+    # Not "original = None" in _claim_digest: an equivalent mutant, the unique (study, digest) constraint then
+    # finds the original (the same path a concurrent ingest takes).
+    Mutant("ingest-duplicates-accepted", INGEST, "        if _claim_digest(actor, recording, source_digest(root)):",
+           '        if _claim_digest(actor, recording, source_digest(root)[:-8] + f"{recording.pk:08x}"):',
            "the same source ingested twice is a duplicate", T_INGEST),
     Mutant("ingest-project-unchecked", INGEST,
            '    if claims.get("project_id") and study.project_id and claims["project_id"] != study.project_id:',
@@ -148,9 +154,10 @@ MUTANTS: list[Mutant] = [
            "a study that is not active accepts no recordings", T_INGEST),
     Mutant("ingest-release-consent-unchecked", INGEST, "        if not release.covered:", "        if False:",
            "a demonstrator without release consent is quarantined", T_INGEST),
-    Mutant("ingest-bad-media-kept", INGEST,
-           '            storage.delete_prefix(storage.captures(), recording.prefix + "source/")\n', "",
-           "a source rejected for its media leaves nothing stored", T_INGEST),
+    # The audio: the silent source is stored after the remux, so nothing is under source/ when it fails.
+    Mutant("ingest-bad-media-audio-kept", INGEST,
+           '            storage.delete_prefix(storage.captures(), recording.prefix + "audio/")\n', "",
+           "a source rejected for its media leaves no sealed audio stored", T_INGEST),
     # --- portal/recordings/services/audio.py ----------------------------------------------------------------------
     Mutant("audio-quarantine-strips", AUDIO, "    return consent or quarantined", "    return consent",
            "a quarantined recording's audio is kept (encrypted) until the re-check", T_AUDIO + T_INGEST),

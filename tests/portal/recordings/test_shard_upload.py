@@ -23,10 +23,10 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def journaled_shards(settings, tmp_path):
-    def configure(fail_once_at: int | None = None):
+    def configure(**faults):
         settings.STORAGES = {**settings.STORAGES, "shards": {
             "BACKEND": "tests.portal.recordings.journaled_storage.JournaledStorage",
-            "OPTIONS": {"location": str(tmp_path / "journaled-shards"), "fail_once_at": fail_once_at}}}
+            "OPTIONS": {"location": str(tmp_path / "journaled-shards"), **faults}}}
         return storages["shards"]
 
     return configure
@@ -83,3 +83,16 @@ def test_an_outage_between_objects_leaves_no_receipt_and_the_retry_completes(reg
     assert recording.state == Recording.State.EXPORTED, recording.reason
     with scope(study=reg.study):
         assert verify_episode(episode).ok
+
+
+def test_an_object_stored_wrong_fails_the_export_before_the_receipt(reg, make_capture, journaled_shards):
+    """Every object is re-hashed from the storage after it is stored: one that came back different stops the
+    upload there, and the export fails visibly instead of publishing a receipt for bytes it never wrote."""
+    shards = journaled_shards(corrupt_once_at=2)
+    recording = queued(reg, make_capture)
+    tasks.export_recording.apply(args=[recording.pk])
+    recording.refresh_from_db()
+    third = shards.saves[2].name
+    assert recording.state == Recording.State.FAILED
+    assert recording.reason == f"internal error: OSError('{third}: stored object does not match the uploaded file')"
+    assert len(shards.saves) == 3 and not third.endswith(RECEIPT)  # nothing stored after it, no receipt
