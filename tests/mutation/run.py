@@ -65,7 +65,7 @@ def run_tests(scratch: Path, tests: tuple[str, ...], env: dict[str, str], timeou
     elapsed = time.monotonic() - started
     if result.returncode == 0:
         return "passed", "", elapsed
-    failed = re.findall(r"^(?:FAILED|ERROR) (.+?)(?: - .*)?$", result.stdout, re.MULTILINE)
+    failed = re.findall(r"^(?:FAILED|ERROR) (\S.*?)(?: - .*)?$", result.stdout, re.MULTILINE)
     return "failed", failed[0] if failed else result.stdout.strip().splitlines()[-1], elapsed
 
 
