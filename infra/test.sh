@@ -21,6 +21,9 @@ export DATABASE_URL=${given_database:-$DATABASE_URL}
 export CELERY_BROKER_URL=${given_broker:-$CELERY_BROKER_URL}
 export CERES_STORAGE=s3
 export CERES_TEST_OUTPUT=${CERES_TEST_OUTPUT:-$PWD/test-output}
+# Every part is up here, so a skipped test means a broken environment: any skip not on the allow-list in
+# tests/skip_policy.py fails the run (each is listed with its reason; -ra also prints every skip).
+export CERES_FAIL_ON_SKIP=1
 CERES_DATA_DIR=$(mktemp -d)
 export CERES_DATA_DIR
 trap 'rm -rf "$CERES_DATA_DIR"' EXIT

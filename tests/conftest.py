@@ -12,6 +12,12 @@ REPO = Path(__file__).resolve().parent.parent
 TEST_OUTPUT = Path(os.environ.get("CERES_TEST_OUTPUT", REPO / "test-output"))
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    from tests import skip_policy
+
+    skip_policy.configure(config)
+
+
 @pytest.fixture(scope="session")
 def test_output() -> Path:
     TEST_OUTPUT.mkdir(parents=True, exist_ok=True)

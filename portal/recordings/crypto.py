@@ -11,6 +11,7 @@ import os
 import struct
 from pathlib import Path
 
+from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.keywrap import aes_key_unwrap, aes_key_wrap
 from django.conf import settings
@@ -18,6 +19,10 @@ from django.conf import settings
 MAGIC = b"CERES-AUDIO-1\n"
 CHUNK = 1 << 20
 _TAG = 16
+
+
+class SealedFileError(ValueError):
+    """A sealed file that does not decrypt: not one of ours, or altered, truncated, reordered or extended."""
 
 
 def new_key() -> bytes:
@@ -54,18 +59,29 @@ def encrypt_file(key: bytes, source: Path, target: Path, *, associated: bytes) -
 
 
 def decrypt_file(key: bytes, source: Path, target: Path, *, associated: bytes) -> None:
-    """Inverse of ``encrypt_file``; raises ``cryptography.exceptions.InvalidTag`` on any tampering."""
+    """Inverse of ``encrypt_file``; raises ``SealedFileError`` naming the file and the first chunk that does not
+    authenticate. ``target`` appears only when every chunk did (written beside it, then renamed)."""
     aead = AESGCM(key)
-    with source.open("rb") as sealed, target.open("wb") as out:
-        header = sealed.read(len(MAGIC) + 7)
-        if header[: len(MAGIC)] != MAGIC:
-            raise ValueError(f"{source.name} is not an encrypted CERES audio file")
-        prefix = header[len(MAGIC) :]
-        counter = 0
-        block = sealed.read(CHUNK + _TAG)
-        while True:
-            following = sealed.read(CHUNK + _TAG)
-            out.write(aead.decrypt(_nonce(prefix, counter, not following), block, associated))
-            if not following:
-                return
-            block, counter = following, counter + 1
+    staged = target.with_name(target.name + ".part")
+    try:
+        with source.open("rb") as sealed, staged.open("wb") as out:
+            header = sealed.read(len(MAGIC) + 7)
+            if header[: len(MAGIC)] != MAGIC:
+                raise SealedFileError(f"{source.name} is not an encrypted CERES audio file")
+            prefix = header[len(MAGIC) :]
+            counter = 0
+            block = sealed.read(CHUNK + _TAG)
+            while True:
+                following = sealed.read(CHUNK + _TAG)
+                try:
+                    out.write(aead.decrypt(_nonce(prefix, counter, not following), block, associated))
+                except InvalidTag:
+                    raise SealedFileError(
+                        f"{source.name}: chunk {counter} does not authenticate (the file was altered, truncated, "
+                        "reordered or extended, or it belongs to another recording or key)") from None
+                if not following:
+                    break
+                block, counter = following, counter + 1
+        staged.replace(target)
+    finally:
+        staged.unlink(missing_ok=True)

@@ -242,7 +242,7 @@ class PurgeReceipt(models.Model):
 
     study = models.ForeignKey(Study, on_delete=models.PROTECT, related_name="+")
     recording = models.ForeignKey(Recording, on_delete=models.PROTECT, related_name="purge_receipts")
-    rule = models.CharField(max_length=40)
+    rule = models.CharField(max_length=80)  # the longest rule, "consent does not cover raw-audio retention", is 43
     purged_at = models.DateTimeField()
     objects_purged = models.JSONField(help_text="Per object: path, sha256 of the stored bytes, bytes.")
     key_destroyed = models.BooleanField()

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # LeRobot compatibility check: builds small study datasets with the exporter (generate -> export ->
 # assemble: three episodes with a camera, the same with episode 1 left out, two without a camera) and
-# loads them with Hugging Face LeRobot 0.6.1's own reader, offline, decoding every frame.
+# loads them with Hugging Face LeRobot 0.6.1's own reader, offline, decoding every frame. Every frame's
+# task, slot, observation.state and action are compared, value by value, with what expectations.py reads
+# from the capture journals without the exporter; its pixels with the shard's own mp4.
 #
 # LeRobot 0.6.1 needs Python 3.12 and pins av<16 and torch<2.12, so it cannot live in the app's venv: it
 # gets its own venv in a per-machine cache outside the clone, built once (about 5.4 GB, 80 s).

@@ -3,8 +3,11 @@
 Runs in the separate LeRobot venv (Python 3.12, lerobot 0.6.1), not in the app's; started by
 ``lerobot_check.sh`` with the Hub switched off. The expectations file is JSON:
 ``{"episodes": [{"episode_id": str, "tasks": [task text per frame], "source_frame_index": [slot per frame],
+"state": [[410 values] per frame], "action": [[2 values] per frame],
 "videos": {video key: the episode's mp4 in its shard}}], "camera": {"height": H, "width": W} | null}``,
-derived from the capture sources and shards, not from the assembled dataset.
+derived from the capture sources and shards, not from the assembled dataset. State and action are the
+journal's numbers (and pinch distances computed from them in float64): each frame's vectors must equal them
+rounded to float32, value by value.
 Exit status 1 with one line per problem when anything differs; one summary line otherwise.
 """
 
@@ -19,7 +22,6 @@ import numpy as np
 from lerobot.datasets.lerobot_dataset import LeRobotDataset, LeRobotDatasetMetadata
 
 REPO_ID = "local/ceres"
-STATE_NAMES = 410
 MAX_PROBLEMS = 20
 
 
@@ -27,6 +29,15 @@ def decoded_frames(path: Path) -> list[np.ndarray]:
     """Every frame of an mp4 as HWC uint8 RGB, decoded independently of LeRobot's reader."""
     with av.open(str(path)) as container:
         return [frame.to_ndarray(format="rgb24") for frame in container.decode(video=0)]
+
+
+def vector_problems(where: str, feature: str, actual: np.ndarray, expected: np.ndarray,
+                    names: list[str]) -> list[str]:
+    """A vector feature of one frame against its expected float32 values, item by item (-0.0 equals 0.0)."""
+    if actual.dtype != np.float32 or actual.shape != expected.shape:
+        return [f"{where}: {feature} is {actual.dtype} {tuple(actual.shape)}, expected float32 {expected.shape}"]
+    differing = np.flatnonzero(actual != expected)
+    return [f"{where}: {feature}[{names[k]}] is {actual[k]}, expected {expected[k]}" for k in differing[:3]]
 
 
 def check(root: Path, expected: dict) -> tuple[list[str], str]:
@@ -42,6 +53,8 @@ def check(root: Path, expected: dict) -> tuple[list[str], str]:
     episodes = expected["episodes"]
     tasks = [task for episode in episodes for task in episode["tasks"]]
     slots = [slot for episode in episodes for slot in episode["source_frame_index"]]
+    states = np.array([row for episode in episodes for row in episode["state"]], dtype=np.float32)
+    actions = np.array([row for episode in episodes for row in episode["action"]], dtype=np.float32)
     frame_episodes = [i for i, episode in enumerate(episodes) for _ in episode["tasks"]]
     if ds.num_episodes != len(episodes):
         problems.append(f"num_episodes is {ds.num_episodes}, expected {len(episodes)}")
@@ -65,8 +78,9 @@ def check(root: Path, expected: dict) -> tuple[list[str], str]:
             problems.append(
                 f"{where}: ceres.source_frame_index {int(item['ceres.source_frame_index'])}, expected slot {slots[i]}"
             )
-        if tuple(item["observation.state"].shape) != (STATE_NAMES,):
-            problems.append(f"{where}: observation.state shape {tuple(item['observation.state'].shape)}")
+        for feature, expected_rows in (("observation.state", states), ("action", actions)):
+            problems += vector_problems(where, feature, item[feature].numpy(), expected_rows[i],
+                                        ds.meta.features[feature]["names"])
         for key in ds.meta.video_keys:
             image = item[key]
             if tuple(image.shape) != (3, camera["height"], camera["width"]):
@@ -109,7 +123,7 @@ def main() -> int:
     if None in summaries:
         return 1
     print(
-        f"lerobot {version('lerobot')} loaded {'; '.join(summaries)}: every frame's task, slot, state shape "
+        f"lerobot {version('lerobot')} loaded {'; '.join(summaries)}: every frame's task, slot, state, action "
         "and decoded pixels as expected"
     )
     return 0

@@ -78,3 +78,13 @@ def test_the_content_digest_ignores_how_the_source_was_packed(tmp_path):
     assert source_digest(root) == source_digest(wrapped)
     (wrapped / "journal.ndjson").write_bytes((wrapped / "journal.ndjson").read_bytes() + b"\n")
     assert source_digest(root) != source_digest(wrapped)
+
+
+def test_the_content_digest_covers_names_as_well_as_bytes(tmp_path):
+    """The same bytes under another name are another source (the digest pairs each path with its file)."""
+    root = generate_capture(tmp_path / "c", seconds=2, rate_hz=15, seed=7)
+    renamed = tmp_path / "renamed"
+    shutil.copytree(root, renamed)
+    camera = next((renamed / "media").iterdir())
+    camera.rename(camera.with_name("other-" + camera.name))
+    assert source_digest(root) != source_digest(renamed)

@@ -100,5 +100,11 @@ def test_validate_names_the_fault(text, fault):
         validate_designator(text)
 
 
-def test_a_well_formed_typed_designator_passes():
-    validate_designator("able-acorn-fox-oak")
+@pytest.mark.parametrize("index", [0, -1])
+def test_well_formed_designators_pass_and_parse(index):
+    """The first and the last word of every list: a check off by one at either end of a list fails here."""
+    lists = {"word1": WORDS_1, "word2": WORDS_2, "animal": ANIMALS, "material": MATERIALS}
+    parts = {name: words[index] for name, words in lists.items()}
+    text = "-".join(parts.values())
+    assert validate_designator(text) is None
+    assert parse_designator(text) == parts

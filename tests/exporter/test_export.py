@@ -498,9 +498,15 @@ def test_replay_with_integral_float_equals_integer(tmp_path: Path):
     first["head"]["p"][1] = 2
     replay = dict(first, head={"p": [first["head"]["p"][0], 2.0, first["head"]["p"][2]], "q": first["head"]["q"]})
     records[records.index(frame(16))] = first
-    records.append(replay)
-    source = write_source(tmp_path / "source", records)
+    without_replay = write_source(tmp_path / "without", records)
+    source = write_source(tmp_path / "source", [*records, replay])
     assert run_export(source, tmp_path / "out") == 0
+    table = data(tmp_path / "out" / "episode-000000")
+    assert table["ceres.source_frame_index"].to_pylist() == RETAINED_SLOTS
+    head_y = expected_state_names().index("head.position.y")
+    assert table["observation.state"][RETAINED_SLOTS.index(16)].as_py()[head_y] == 2.0
+    assert run_export(without_replay, tmp_path / "without-out") == 0
+    assert table.equals(data(tmp_path / "without-out" / "episode-000000"))
 
 
 def test_unknown_record_types_are_skipped_without_checks(tmp_path: Path):

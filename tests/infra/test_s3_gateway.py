@@ -5,11 +5,12 @@ moto, whose server accepts bad signatures and expired URLs.
 """
 
 import os
-import time
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 
 import boto3
+import botocore.auth
 import pytest
 import urllib3
 from botocore.client import BaseClient
@@ -76,10 +77,20 @@ def test_presigned_get_serves_the_object_and_only_that_object(s3: BaseClient, st
     assert has_s3_error(tampered, "SignatureDoesNotMatch")
 
 
+def presigned_in_the_past(s3: BaseClient, key: str, signed_at: datetime, expires_in: int) -> str:
+    """A GET link as the client would have signed it at ``signed_at`` (botocore's signing clock set back)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(botocore.auth, "get_current_datetime", lambda remove_tzinfo=True: signed_at)
+        url = s3.generate_presigned_url("get_object", Params={"Bucket": BUCKET, "Key": key}, ExpiresIn=expires_in)
+    assert f"X-Amz-Date={signed_at:%Y%m%dT%H%M%SZ}" in url and f"X-Amz-Expires={expires_in}" in url
+    return url
+
+
 def test_expired_presigned_url_is_refused(s3: BaseClient, stored_object: tuple[str, bytes]) -> None:
+    """Signed ten minutes ago for one minute: expired by the gateway's own clock, without waiting for it."""
     key, _ = stored_object
-    url = s3.generate_presigned_url("get_object", Params={"Bucket": BUCKET, "Key": key}, ExpiresIn=1)
-    time.sleep(2.1)
+    signed_at = datetime.now(UTC).replace(tzinfo=None, microsecond=0) - timedelta(minutes=10)
+    url = presigned_in_the_past(s3, key, signed_at, expires_in=60)
 
     response = urllib3.request("GET", url)
     assert response.status == 403

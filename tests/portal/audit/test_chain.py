@@ -1,3 +1,5 @@
+import hashlib
+import io
 import itertools
 import os
 import subprocess
@@ -10,7 +12,7 @@ from django.core.management.base import CommandError
 from django.db import DatabaseError, connection, transaction
 
 from portal.audit.models import AppendOnlyError, AuditEvent
-from portal.audit.services import record, verify_chain
+from portal.audit.services import ChainBreak, record, verify_chain
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -39,9 +41,14 @@ def test_chain_links_and_verifies(study):
     _write_events(study)
     events = list(AuditEvent.objects.order_by("seq"))
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    assert events[0].prev_hash == "0" * 64
     for previous, event in itertools.pairwise(events):
         assert event.prev_hash == previous.hash
-    call_command("audit_verify", stdout=open(os.devnull, "w"))  # noqa: SIM115
+    for event in events:
+        assert event.hash == hashlib.sha256(event.canonical_payload()).hexdigest()
+    out = io.StringIO()
+    call_command("audit_verify", stdout=out)
+    assert out.getvalue() == f"audit chain intact: {len(events)} events\n"
 
 
 def test_orm_refuses_update_and_delete(study):
@@ -64,6 +71,41 @@ def test_raw_edit_is_named_by_audit_verify(study):
     _raw("UPDATE audit_auditevent SET actor_label = %s WHERE id = %s", ["someone-else", victim.pk])
     with pytest.raises(CommandError, match=rf"seq=3 \(id={victim.pk}\): content does not match its hash"):
         call_command("audit_verify")
+
+
+def test_raw_edit_with_a_recomputed_hash_is_named_at_the_next_event(study):
+    """An edit whose own hash was recomputed passes its own check; the next event's link gives it away."""
+    _write_events(study)
+    victim = AuditEvent.objects.get(seq=3)
+    follower = AuditEvent.objects.get(seq=4)
+    victim.actor_label = "someone-else"
+    _raw("UPDATE audit_auditevent SET actor_label = %s, hash = %s WHERE id = %s",
+         [victim.actor_label, victim.compute_hash(), victim.pk])
+    assert verify_chain() == (3, ChainBreak(4, follower.pk, "prev_hash does not match the previous event's hash"))
+    with pytest.raises(CommandError, match=rf"seq=4 \(id={follower.pk}\): prev_hash does not match .* "
+                                           r"\(3 events before it are intact\)"):
+        call_command("audit_verify")
+
+
+def test_relinking_the_next_event_moves_the_break_to_its_own_hash(study):
+    """Rewriting the follower's link to the forged hash changes the follower's content: its hash names it."""
+    _write_events(study)
+    victim = AuditEvent.objects.get(seq=3)
+    follower = AuditEvent.objects.get(seq=4)
+    victim.actor_label = "someone-else"
+    forged = victim.compute_hash()
+    _raw("UPDATE audit_auditevent SET actor_label = %s, hash = %s WHERE id = %s",
+         [victim.actor_label, forged, victim.pk])
+    _raw("UPDATE audit_auditevent SET prev_hash = %s WHERE id = %s", [forged, follower.pk])
+    assert verify_chain() == (3, ChainBreak(4, follower.pk, "content does not match its hash (edited)"))
+
+
+def test_a_changed_sequence_number_is_named(study):
+    _write_events(study)
+    victim = AuditEvent.objects.order_by("seq").last()
+    _raw("UPDATE audit_auditevent SET seq = %s WHERE id = %s", [victim.seq + 2, victim.pk])
+    expected = f"expected seq={victim.seq}: an event is missing"
+    assert verify_chain() == (victim.seq - 1, ChainBreak(victim.seq + 2, victim.pk, expected))
 
 
 def test_raw_delete_is_named_by_audit_verify(study):

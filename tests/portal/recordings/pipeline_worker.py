@@ -46,6 +46,22 @@ def worker_env(settings, data_dir: Path, queue: str, **extra: str) -> dict[str, 
 
 
 @dataclass
+class Barrier:
+    """Where a worker started with ``Worker.pause_before`` waits: ``paused`` appears when it stops, ``go``
+    lets it (and every later attempt) through."""
+
+    folder: Path
+
+    def paused(self) -> str | None:
+        """The name of the object the worker stopped before, or None while it has not reached it."""
+        marker = self.folder / "paused"
+        return marker.read_text() if marker.exists() else None
+
+    def release(self) -> None:
+        (self.folder / "go").write_text("")
+
+
+@dataclass
 class Worker:
     env: dict
     log: Path
@@ -55,11 +71,19 @@ class Worker:
     def queue(self) -> str:
         return self.env["CERES_TASK_QUEUE"]
 
+    def pause_before(self, suffix: str) -> Barrier:
+        """From its next start, the worker stops before storing the shard object whose name ends with
+        ``suffix`` until the barrier is released (``worker_main.py``)."""
+        folder = self.log.parent / "barrier"
+        folder.mkdir()
+        self.env = {**self.env, "CERES_TEST_PAUSE_BEFORE": suffix, "CERES_TEST_BARRIER": str(folder)}
+        return Barrier(folder)
+
     def start(self) -> None:
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "celery", "-A", "portal", "worker", "--pool", "solo",
-                 "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "INFO"],
+                [sys.executable, str(Path(__file__).with_name("worker_main.py")), "-A", "portal", "worker",
+                 "--pool", "solo", "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "INFO"],
                 cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
     def kill(self) -> None:

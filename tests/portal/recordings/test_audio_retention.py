@@ -18,8 +18,9 @@ from portal.recordings import crypto
 from portal.recordings.models import AudioKey, PurgeReceipt, Recording
 from portal.recordings.services.audio import purge_due_audio
 from portal.recordings.services.export import export_recording
-from portal.recordings.services.ingest import ingest_path
+from portal.recordings.services.ingest import ingest_path, recheck
 from portal.studies.services.consent import withdraw_consent
+from portal.studies.services.headsets import register_headset
 
 pytestmark = pytest.mark.django_db
 
@@ -121,6 +122,31 @@ def test_until_export_purges_after_the_export(make_registry, make_capture):
         assert recording.audio == Recording.Audio.PURGED
         assert PurgeReceipt.objects.get(recording=recording).rule == "until-export"
     assert not any(name.endswith(".enc") for name in stored_bytes(reg.study.code))
+
+
+@pytest.mark.parametrize("audio_consent", [True, False])
+def test_a_quarantined_recordings_audio_is_kept_encrypted_until_the_recheck_decides(make_registry, make_capture,
+                                                                                    audio_consent):
+    """Quarantined (its headset is not registered yet), the recording keeps its audio sealed whatever the
+    consent says; the re-check that accepts it keeps it or purges it by the consent."""
+    scopes = ["episode_release", "raw_audio_retention"] if audio_consent else ["episode_release"]
+    reg = make_registry(audio_policy="retain", scopes=scopes)
+    recording = ingest(reg, make_capture(reg.claims(headset_id="HS-02"), microphone="track"))
+    assert recording.state == Recording.State.QUARANTINED and recording.audio == Recording.Audio.ENCRYPTED
+    assert [name for name in stored_bytes(recording.prefix) if name.endswith(".enc")] == [
+        recording.prefix + "audio/media/camera.mp4.enc"]
+    with scope(study=reg.study):
+        register_headset(reg.coordinator, reg.study, headset_id="HS-02")
+        recheck(reg.coordinator, recording)
+        recording.refresh_from_db()
+        receipts = list(PurgeReceipt.objects.filter(recording=recording).values_list("rule", flat=True))
+    assert recording.state == Recording.State.QUEUED
+    if audio_consent:
+        assert recording.audio == Recording.Audio.ENCRYPTED and receipts == []
+    else:
+        assert recording.audio == Recording.Audio.PURGED
+        assert receipts == ["consent does not cover raw-audio retention"]
+        assert not any(name.endswith(".enc") for name in stored_bytes(recording.prefix))
 
 
 def test_retain_without_audio_consent_strips_at_ingest(make_registry, make_capture):

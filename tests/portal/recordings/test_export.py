@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
+import re
 
 import pyarrow.parquet as pq
 import pytest
@@ -12,8 +14,9 @@ from django.core.files.storage import storages
 from django_scopes import scope
 
 from exporter.receipt import RECEIPT
+from portal.recordings.exceptions import ExportBusy
 from portal.recordings.models import Alert, Episode, Recording, StudyDataset
-from portal.recordings.services.export import allocate_episode, export_recording, retry_export
+from portal.recordings.services.export import allocate_episode, claim_export, export_recording, retry_export
 from portal.recordings.services.ingest import ingest_path
 from portal.recordings.services.verification import reverify_all, verify_episode
 
@@ -103,6 +106,72 @@ def test_tampered_shard_raises_an_alert(reg, make_capture):
         assert not result.ok and any("meta/info.json" in p for p in result.problems)
         assert episode.receipt_status == Episode.Receipt.MISMATCH
         assert Alert.objects.filter(episode=episode, resolved_at__isnull=True).exists()
+
+
+def replace_object(name: str, data: bytes) -> None:
+    shards = storages["shards"]
+    shards.delete(name)
+    shards.save(name, ContentFile(data))
+
+
+def test_a_truncated_object_is_named_by_its_length_and_digest(reg, make_capture):
+    recording = export(reg, accepted(reg, make_capture))
+    with scope(study=reg.study):
+        episode = recording.episode
+        name = episode.prefix + "meta/info.json"
+        original = storages["shards"].open(name).read()
+        replace_object(name, original[:-1])
+        result = verify_episode(episode)
+    assert result.problems == [
+        f"meta/info.json: {len(original) - 1} bytes, receipt says {len(original)}",
+        f"meta/info.json: SHA-256 {hashlib.sha256(original[:-1]).hexdigest()} does not match the receipt",
+    ]
+
+
+def test_a_receipt_rewritten_to_match_altered_objects_is_caught_by_its_recorded_digest(reg, make_capture):
+    """The receipt's own digest was recorded at export: a shard altered together with its receipt (every
+    artefact's digest matches the new receipt) still fails verification, naming the receipt."""
+    recording = export(reg, accepted(reg, make_capture))
+    with scope(study=reg.study):
+        episode = recording.episode
+        info = episode.prefix + "meta/info.json"
+        altered = storages["shards"].open(info).read().replace(b'"fps"', b'"fps" ', 1)
+        replace_object(info, altered)
+        receipt = json.loads(storages["shards"].open(episode.prefix + RECEIPT).read())
+        entry = next(a for a in receipt["artefacts"] if a["path"] == "meta/info.json")
+        entry.update(sha256=hashlib.sha256(altered).hexdigest(), bytes=len(altered))
+        forged = json.dumps(receipt).encode()
+        replace_object(episode.prefix + RECEIPT, forged)
+        result = verify_episode(episode)
+    assert result.problems == [f"{RECEIPT}: SHA-256 {hashlib.sha256(forged).hexdigest()} differs from the one "
+                               "recorded at export"]
+
+
+def test_a_live_lease_makes_another_attempt_wait(reg, make_capture):
+    """A second delivery of the export while another attempt holds the lease does nothing but wait."""
+    recording = accepted(reg, make_capture)
+    with scope(study=reg.study):
+        claim_export(recording.pk)  # another worker's attempt, still running
+        with pytest.raises(ExportBusy, match=r"another export attempt holds the lease for \d+ s more"):
+            export_recording(recording.pk)
+        recording.refresh_from_db()
+        assert recording.state == State.RUNNING
+        assert not Episode.objects.filter(recording=recording).exists()
+
+
+def test_a_stored_source_that_no_longer_gives_the_allocated_rows_fails_the_export(reg, make_capture):
+    """The rows were counted at ingest and the episode's frame range allocated from them: a stored source that
+    now exports to other rows (altered in storage) fails the export instead of overlapping the next episode."""
+    recording = accepted(reg, make_capture)
+    journal = next(f["path"] for f in recording.source_files if f["name"] == "journal.ndjson")
+    lines = storages["captures"].open(journal).read().decode().splitlines()
+    last_segment = max(i for i, line in enumerate(lines) if json.loads(line)["type"] == "segment")
+    storages["captures"].delete(journal)
+    storages["captures"].save(journal, ContentFile("\n".join(lines[:last_segment] + lines[last_segment + 1:]) + "\n"))
+    recording = export(reg, recording)
+    assert recording.state == State.FAILED
+    assert re.fullmatch(rf"export failed: exported \d+ rows but {recording.summary['rows']} were allocated",
+                        recording.reason), recording.reason
 
 
 def test_missing_or_garbled_receipt_is_a_mismatch(reg, make_capture):

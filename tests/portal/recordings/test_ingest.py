@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import shutil
 from datetime import UTC, date, datetime, time, timedelta
+from pathlib import Path
 
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django_scopes import scope
 
+import exporter.video
 from exporter.designator import family_pair
+from exporter.errors import SourceError
 from portal.audit.models import AuditEvent
 from portal.recordings.exceptions import PipelineError
 from portal.recordings.models import Recording
@@ -29,6 +32,23 @@ State = Recording.State
 def ingest(reg, path):
     with scope(study=reg.study):
         return ingest_path(reg.coordinator, reg.study, path)
+
+
+def test_media_that_cannot_be_made_silent_is_rejected_and_nothing_is_kept(make_registry, make_capture, stored_objects,
+                                                                        monkeypatch):
+    """Ingest stores the encrypted audio, then the silent source; a camera file that cannot be remuxed
+    without its audio rejects the recording and removes both (a fault injected into the remux)."""
+    reg = make_registry(audio_policy="retain")
+
+    def unreadable(src: Path, dst: Path) -> None:
+        raise SourceError("cannot read the video stream (injected)", path=str(src))
+
+    monkeypatch.setattr(exporter.video, "strip_audio", unreadable)
+    recording = ingest(reg, make_capture(reg.claims(), microphone="track"))
+    assert recording.state == State.REJECTED
+    assert recording.reason.startswith("invalid media: ") and "cannot read the video stream (injected)" in \
+        recording.reason
+    assert stored_objects("captures", recording.prefix) == []
 
 
 def test_valid_source_is_accepted_and_stored_under_its_prefix(reg, make_capture, stored_objects):

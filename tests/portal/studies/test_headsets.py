@@ -34,7 +34,14 @@ def test_duplicate_headset_id_is_refused(study, coordinator, headset):
 
 def test_same_headset_id_in_another_study_is_fine(study, coordinator, headset, make_study):
     other = make_study("beta")
-    register_headset(coordinator, other, headset_id="HS-0001")
+    again = register_headset(coordinator, other, headset_id="HS-0001")
+    assert again.pk != headset.pk and again.study == other and again.headset_id == "HS-0001"
+    with scope(study=other):
+        assert list(Headset.objects.values_list("pk", flat=True)) == [again.pk]
+    with scope(study=study):
+        assert list(Headset.objects.values_list("pk", flat=True)) == [headset.pk]
+    registered = AuditEvent.objects.filter(action="headset.registered").order_by("seq")
+    assert [(e.study_id, e.target_id) for e in registered] == [(study.pk, str(headset.pk)), (other.pk, str(again.pk))]
 
 
 @pytest.mark.parametrize(("headset_id", "fault"), [
@@ -122,8 +129,10 @@ def test_closed_study_registers_no_headsets(study, coordinator):
 
 
 def test_oversized_csv_is_refused_before_parsing(study, coordinator):
-    from portal.studies.services.headsets import HEADSET_CSV_MAX_BYTES
-
-    with pytest.raises(HeadsetImportError, match="larger than") as caught:
-        import_headsets_csv(coordinator, study, io.BytesIO(b"headset_id\n" + b"HS-1\n" * (HEADSET_CSV_MAX_BYTES // 5)))
-    assert caught.value.errors[0][0] == 0
+    """2 MiB at most (docs/registry.md); one byte more is refused before a row is read."""
+    header = b"headset_id\n"
+    rows = b"HS-1\n" * ((2 * 1024 * 1024 - len(header)) // 5)
+    padding = b"\n" * (2 * 1024 * 1024 - len(header) - len(rows))  # blank lines are skipped
+    with pytest.raises(HeadsetImportError, match=r"the file is larger than 2048 KiB") as caught:
+        import_headsets_csv(coordinator, study, io.BytesIO(header + rows + padding + b"\n"))
+    assert caught.value.errors == [(0, "the file is larger than 2048 KiB")]
