@@ -178,11 +178,15 @@ class _Seeder:
         dataset = StudyDataset.objects.create(study=self.study, tasks=TASKS)
         episodes = 0
         originals: list[Recording] = []
-        for first in range(0, count, BATCH):
-            batch = []
-            for number in range(first, min(first + BATCH, count)):
-                at = self.start + step * number
-                batch.append(self._recording(number, states[number], at, headsets, demonstrators, originals))
+        # A duplicate points at a recording stored before it: they are written last, once originals exist.
+        duplicates = [n for n in range(count) if states[n] == State.DUPLICATE]
+        others = [n for n in range(count) if states[n] != State.DUPLICATE]
+        batches = [others[i:i + BATCH] for i in range(0, len(others), BATCH)]
+        batches += [duplicates[i:i + BATCH] for i in range(0, len(duplicates), BATCH)]
+        for numbers in batches:
+            batch = [self._recording(number, states[number], self.start + step * number, headsets, demonstrators,
+                                     originals)
+                     for number in numbers]
             with _stamped_by_hand(_field(Recording, "created_at"), _field(Recording, "updated_at")):
                 batch = Recording.objects.bulk_create(batch, batch_size=BATCH)
             originals.extend([r for r in batch if r.state == State.VERIFIED][: 1000 - len(originals)])
@@ -226,8 +230,8 @@ class _Seeder:
             recording.claims["headset_id"] = claimed
             recording.headset = None
             recording.reason = f"headset {claimed!r} is not registered in study {self.study.code}"
-        elif state == State.DUPLICATE and originals:
-            original = rng.choice(originals)
+        elif state == State.DUPLICATE and (earlier := [o for o in originals if o.created_at < recording.created_at]):
+            original = rng.choice(earlier)
             recording.duplicate_of, recording.content_sha256 = original, original.content_sha256
             recording.reason = f"the same capture source was already ingested as recording {original.uid}"
         elif state == State.DUPLICATE:
@@ -351,7 +355,7 @@ def seed_study(code: str, *, episodes: int, audit_events: int | None = None, hea
         raise SeedRefused(f"study {code!r} already exists: seed another code, or a fresh database")
     from portal.audit.models import AuditEvent
 
-    rng = random.Random(seed)
+    rng = random.Random(f"{seed}:{code}")  # the same data for the same numbers; other studies differ
     with transaction.atomic():
         first_seq = (AuditEvent.objects.order_by("-seq").values_list("seq", flat=True).first() or 0) + 1
         study = create_study("seed_scale", code=code, title=f"Scale study {code}: a year of recordings",
