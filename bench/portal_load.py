@@ -186,15 +186,17 @@ class MemoryWatch(threading.Thread):
             time.sleep(0.5)
 
 
-def _headers(cookies: dict[str, str], who: str) -> dict[str, str]:
-    return {"Cookie": f"sessionid={cookies[who]}", "X-Forwarded-Proto": "https", "Accept": "text/html"}
+def _headers(cookies: dict[str, str], endpoint: Endpoint) -> dict[str, str]:
+    # What a browser and an API client send: pages as HTML, the API as JSON (not DRF's browsable pages).
+    accept = "application/json" if endpoint.path.startswith("/api/") else "text/html"
+    return {"Cookie": f"sessionid={cookies[endpoint.who]}", "X-Forwarded-Proto": "https", "Accept": accept}
 
 
 def single_client(base_url: str, cookies, endpoints: list[Endpoint], requests: int, warmup: int) -> dict[str, Samples]:
     results = {}
     with httpx.Client(base_url=base_url, timeout=120) as client:
         for endpoint in endpoints:
-            headers = _headers(cookies, endpoint.who)
+            headers = _headers(cookies, endpoint)
             for _ in range(warmup):
                 client.get(endpoint.path, headers=headers)
             samples = Samples()
@@ -209,7 +211,7 @@ def single_client(base_url: str, cookies, endpoints: list[Endpoint], requests: i
 async def _many_clients(base_url: str, cookies, endpoint: Endpoint, clients: int, seconds: float
                         ) -> tuple[Samples, float]:
     samples = Samples()
-    headers = _headers(cookies, endpoint.who)
+    headers = _headers(cookies, endpoint)
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     async with httpx.AsyncClient(base_url=base_url, timeout=120, limits=limits) as client:
         deadline = time.perf_counter() + seconds

