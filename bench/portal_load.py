@@ -52,6 +52,7 @@ class Samples:
     times: list[float] = field(default_factory=list)
     sizes: list[int] = field(default_factory=list)
     failures: dict[int, int] = field(default_factory=dict)
+    server_cpu: float = 0.0  # seconds of the workers' CPU while these requests ran
 
     def add(self, seconds: float, response: httpx.Response) -> None:
         self.times.append(seconds)
@@ -168,6 +169,17 @@ class MemoryWatch(threading.Thread):
         self.rss: dict[int, list[int]] = {}
         self.running = True
 
+    def cpu_seconds(self) -> dict[int, float]:
+        """CPU time (user + system) each worker has used so far."""
+        used = {}
+        for pid in self._children():
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+            except OSError:
+                continue
+            used[pid] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return used
+
     def _children(self) -> list[int]:
         try:
             return [int(pid) for pid in Path(f"/proc/{self.master}/task/{self.master}/children").read_text().split()]
@@ -192,7 +204,8 @@ def _headers(cookies: dict[str, str], endpoint: Endpoint) -> dict[str, str]:
     return {"Cookie": f"sessionid={cookies[endpoint.who]}", "X-Forwarded-Proto": "https", "Accept": accept}
 
 
-def single_client(base_url: str, cookies, endpoints: list[Endpoint], requests: int, warmup: int) -> dict[str, Samples]:
+def single_client(base_url: str, cookies, endpoints: list[Endpoint], requests: int, warmup: int,
+                  watch: MemoryWatch) -> dict[str, Samples]:
     results = {}
     with httpx.Client(base_url=base_url, timeout=120) as client:
         for endpoint in endpoints:
@@ -200,10 +213,14 @@ def single_client(base_url: str, cookies, endpoints: list[Endpoint], requests: i
             for _ in range(warmup):
                 client.get(endpoint.path, headers=headers)
             samples = Samples()
+            cpu_before = watch.cpu_seconds()
             for _ in range(requests):
                 started = time.perf_counter()
                 response = client.get(endpoint.path, headers=headers)
                 samples.add(time.perf_counter() - started, response)
+            cpu_after = watch.cpu_seconds()
+            # Only workers alive throughout count (one recycled meanwhile takes its CPU time with it).
+            samples.server_cpu = sum(cpu_after[pid] - cpu_before[pid] for pid in cpu_after if pid in cpu_before)
             results[endpoint.name] = samples
     return results
 
@@ -275,13 +292,14 @@ def main() -> None:
             watch.start()
             print(f"# portal_load: study {args.study}, {len(watch._children())} gunicorn workers, "
                   f"load average before {os.getloadavg()[0]:.1f}", flush=True)
-            single = single_client(base_url, cookies, endpoints, args.requests, args.warmup)
+            single = single_client(base_url, cookies, endpoints, args.requests, args.warmup, watch)
             print(f"\n## Single client ({args.requests} requests each, after {args.warmup} to warm up)\n")
-            print("| endpoint | p50 ms | p95 ms | p99 ms | max ms | bytes | non-200 |")
-            print("| --- | --- | --- | --- | --- | --- | --- |")
+            print("| endpoint | p50 ms | p95 ms | p99 ms | max ms | server CPU ms/request | bytes | non-200 |")
+            print("| --- | --- | --- | --- | --- | --- | --- | --- |")
             for name, samples in single.items():
                 print(f"| {name} | {_ms(samples.percentile(50))} | {_ms(samples.percentile(95))} | "
-                      f"{_ms(samples.percentile(99))} | {_ms(max(samples.times))} | {max(samples.sizes):,} | "
+                      f"{_ms(samples.percentile(99))} | {_ms(max(samples.times))} | "
+                      f"{_ms(samples.server_cpu / len(samples.times))} | {max(samples.sizes):,} | "
                       f"{samples.failures or '-'} |", flush=True)
             print(f"\n## {args.clients} clients at once ({args.seconds:.0f} s each)\n")
             print("| endpoint | requests/s | p50 ms | p99 ms | non-200 |")
