@@ -53,7 +53,6 @@ class Keyset:
     def __init__(self, *ordering: str):
         if not ordering or len({name.startswith("-") for name in ordering}) != 1:
             raise ValueError(f"a keyset orders by one or more columns, all in one direction: {ordering!r}")
-        self.ordering = tuple(ordering)
         self.names = tuple(name.lstrip("-") for name in ordering)
         self.descending = ordering[0].startswith("-")
 
@@ -223,12 +222,11 @@ def _url(request: HttpRequest, cursor: str | None) -> str:
     return f"?{query.urlencode()}" if query else request.path
 
 
-def list_page(request: HttpRequest, queryset: QuerySet, ordering: Sequence[str], *, size: int = PAGE_SIZE,
-              count_query: QuerySet | None = None) -> ListPage:
+def list_page(request: HttpRequest, queryset: QuerySet, ordering: Sequence[str], *, size: int = PAGE_SIZE
+              ) -> ListPage:
     """A page of a list view from ``?cursor=``; the other query parameters (filters) stay in every link.
 
     A cursor that does not belong to the list shows the first page with the reason (``error``).
-    ``count_query`` counts instead of ``queryset`` when the rows need joins the count does not.
     """
     keyset = Keyset(*ordering)
     cursor, error = request.GET.get("cursor") or None, ""
@@ -239,7 +237,7 @@ def list_page(request: HttpRequest, queryset: QuerySet, ordering: Sequence[str],
         page = keyset_page(queryset, keyset, None, size=size)
     return ListPage(
         rows=page.rows,
-        count=count_rows(queryset if count_query is None else count_query),
+        count=count_rows(queryset),
         first_url=_url(request, None) if page.previous_cursor else None,
         previous_url=_url(request, page.previous_cursor) if page.previous_cursor else None,
         next_url=_url(request, page.next_cursor) if page.next_cursor else None,
