@@ -193,8 +193,10 @@ class MemoryWatch(threading.Thread):
                     status = Path(f"/proc/{pid}/status").read_text()
                 except OSError:
                     continue
-                kib = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:"))
-                self.rss.setdefault(pid, []).append(kib // 1024)
+                # A worker being recycled has exited (no VmRSS line) before the master reaps it.
+                kib = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), None)
+                if kib is not None:
+                    self.rss.setdefault(pid, []).append(kib // 1024)
             time.sleep(0.5)
 
 
