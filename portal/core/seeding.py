@@ -289,9 +289,14 @@ class _Seeder:
         lines = []
         for recording in recordings:
             at = recording.created_at
+            episode = episodes.get(recording.pk)
             for state, action in PATHS[recording.state]:
                 at += timedelta(seconds=30)
                 text = recording.reason if state == recording.state and recording.reason else action.split(".")[1]
+                if episode is not None and state == State.EXPORTED:
+                    text = f"exported as {episode.folder}: {episode.length} rows, video {episode.video_method}"
+                elif episode is not None and state == State.VERIFIED:
+                    text = f"{episode.folder} verified against its receipt"
                 level = "warning" if state in (State.QUARANTINED, State.REJECTED, State.FAILED) else "info"
                 lines.append(RecordingLog(study=self.study, recording=recording, at=at, level=level, message=text))
         with _stamped_by_hand(_field(RecordingLog, "at")):
