@@ -246,7 +246,8 @@ REST_FRAMEWORK = {
         "user": env_rate("CERES_API_RATE", "1200/hour"),
         "token-create": env_rate("CERES_API_TOKEN_CREATE_RATE", "10/hour"),
     },
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    # Keyset pagination (?cursor=) on every list; each view names its order in `keyset` (docs/architecture.md).
+    "DEFAULT_PAGINATION_CLASS": "portal.core.pagination.KeysetPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "portal.core.errors.api_exception_handler",

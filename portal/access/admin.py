@@ -8,6 +8,7 @@ from portal.access.models import RoleGrant
 class RoleGrantAdmin(admin.ModelAdmin):
     list_display = ["user", "study", "role", "expires_at", "granted_by", "granted_at"]
     list_filter = ["role", "study"]
+    list_select_related = ["user", "study", "granted_by"]
     search_fields = ["user__username", "study__code"]
     readonly_fields = ["granted_by", "granted_at"]
 

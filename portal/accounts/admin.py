@@ -17,6 +17,7 @@ class ApiTokenAdmin(ReadOnlyAdmin):
 
     list_display = ["user", "name", "prefix", "study", "created_at", "expires_at", "last_used_at"]
     list_filter = ["study"]
+    list_select_related = ["user", "study"]
     search_fields = ["user__username", "name", "prefix"]
     exclude = ["key_hash"]
     actions = ["revoke"]
@@ -58,6 +59,7 @@ class SecondFactorAdmin(ReadOnlyAdmin):
     """Authenticators, without their secrets; a site administrator resets one for a user who lost it."""
 
     list_display = ["user", "name", "confirmed", "last_used_at"]
+    list_select_related = ["user"]
     search_fields = ["user__username"]
     fields = list_display
     actions = ["reset"]

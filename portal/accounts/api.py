@@ -40,6 +40,7 @@ class ApiTokenViewSet(mixins.ListModelMixin, mixins.CreateModelMixin, mixins.Des
     """List, make (the key is in the answer, once) and revoke the caller's API tokens."""
 
     serializer_class = ApiTokenSerializer
+    keyset = ("-created_at", "-pk")
     throttle_scope = "token-create"
 
     def get_queryset(self):

@@ -28,8 +28,8 @@ class AuditEvent(AppendOnlyModel):
     created_at = models.DateTimeField(editable=False)
     actor_id = models.BigIntegerField(null=True, editable=False)
     actor_label = models.CharField(max_length=150, editable=False)
-    action = models.CharField(max_length=80, editable=False, db_index=True)
-    study_id = models.BigIntegerField(null=True, editable=False, db_index=True)
+    action = models.CharField(max_length=80, editable=False)
+    study_id = models.BigIntegerField(null=True, editable=False)
     target_type = models.CharField(max_length=100, editable=False)
     target_id = models.CharField(max_length=64, editable=False)
     target_label = models.CharField(max_length=255, editable=False)
@@ -42,6 +42,13 @@ class AuditEvent(AppendOnlyModel):
 
     class Meta:
         ordering = ["seq"]
+        # A study's log, and the log of one action or one kind of target, each in chain order (newest first
+        # by scanning backwards); the admin's filters list their values from the last two.
+        indexes = [
+            models.Index(fields=["study_id", "seq"], name="audit_study_seq"),
+            models.Index(fields=["action", "seq"], name="audit_action_seq"),
+            models.Index(fields=["target_type", "seq"], name="audit_target_type_seq"),
+        ]
 
     def __str__(self) -> str:
         return f"#{self.seq} {self.action} {self.target_type}:{self.target_id} by {self.actor_label}"

@@ -22,7 +22,9 @@ COORDINATOR, ETHICS = Role.COORDINATOR, Role.ETHICS_OFFICER
 READ_ROLES = (COORDINATOR, ETHICS)
 
 
-class EpisodeSerializer(serializers.ModelSerializer):
+class EpisodeListSerializer(serializers.ModelSerializer):
+    """An episode in a list: everything but its shard files (the episode itself has them)."""
+
     recording = serializers.UUIDField(source="recording.uid", read_only=True)
     folder = serializers.CharField(read_only=True)
     to_index = serializers.IntegerField(read_only=True)
@@ -30,25 +32,43 @@ class EpisodeSerializer(serializers.ModelSerializer):
     class Meta:
         model = Episode
         fields = ["episode_index", "folder", "recording", "from_index", "to_index", "length", "exported_at",
-                  "receipt_sha256", "receipt_status", "verified_at", "video_method", "raw_audio_retained",
-                  "shard_files"]
+                  "receipt_sha256", "receipt_status", "verified_at", "video_method", "raw_audio_retained"]
 
 
-class RecordingSerializer(serializers.ModelSerializer):
+class EpisodeSerializer(EpisodeListSerializer):
+    class Meta(EpisodeListSerializer.Meta):
+        fields = [*EpisodeListSerializer.Meta.fields, "shard_files"]
+
+
+EPISODE_LIST_COLUMNS = ("episode_index", "from_index", "length", "exported_at", "receipt_sha256", "receipt_status",
+                        "verified_at", "video_method", "raw_audio_retained", "recording__uid")
+
+
+class RecordingListSerializer(serializers.ModelSerializer):
+    """A recording in a list: no claims or summary (the recording itself has them)."""
+
     headset = serializers.SlugRelatedField(slug_field="headset_id", read_only=True)
     demonstrator = serializers.SlugRelatedField(slug_field="designator", read_only=True)
-    episode = serializers.SerializerMethodField()
+    episode = serializers.IntegerField(source="episode.episode_index", read_only=True, default=None,
+                                       help_text="The episode index once export has allocated one.")
     duplicate_of = serializers.UUIDField(source="duplicate_of.uid", read_only=True, default=None)
 
     class Meta:
         model = Recording
         fields = ["uid", "state", "reason", "progress", "progress_note", "via", "original_name", "content_sha256",
-                  "duplicate_of", "capture_id", "recorded_at", "claims", "summary", "headset", "demonstrator",
-                  "audio", "created_at", "updated_at", "episode"]
+                  "duplicate_of", "capture_id", "recorded_at", "headset", "demonstrator", "audio", "created_at",
+                  "updated_at", "episode"]
 
-    def get_episode(self, recording: Recording) -> int | None:
-        episode = Episode.objects.filter(recording=recording).first()
-        return episode.episode_index if episode else None
+
+class RecordingSerializer(RecordingListSerializer):
+    class Meta(RecordingListSerializer.Meta):
+        fields = [*RecordingListSerializer.Meta.fields, "claims", "summary"]
+
+
+RECORDING_LIST_COLUMNS = ("uid", "state", "reason", "progress", "progress_note", "via", "original_name",
+                          "content_sha256", "capture_id", "recorded_at", "audio", "created_at", "updated_at",
+                          "headset__headset_id", "demonstrator__designator", "episode__episode_index",
+                          "duplicate_of__uid")
 
 
 class UploadSerializer(serializers.Serializer):
@@ -66,9 +86,15 @@ class RecordingViewSet(StudyScopedAPIMixin, mixins.ListModelMixin, mixins.Retrie
     lookup_field = "uid"
     required_roles = {"list": READ_ROLES, "retrieve": READ_ROLES, "*": (COORDINATOR,)}
     parser_classes = [MultiPartParser]
+    keyset = ("-created_at", "-pk")
+
+    def get_serializer_class(self):
+        return RecordingListSerializer if self.action == "list" else RecordingSerializer
 
     def get_queryset(self):
-        recordings = Recording.objects.select_related("headset", "demonstrator", "duplicate_of")
+        recordings = Recording.objects.select_related("headset", "demonstrator", "duplicate_of", "episode")
+        if self.action == "list":
+            recordings = recordings.only(*RECORDING_LIST_COLUMNS)
         params = self.request.query_params
         if params.get("state"):
             if params["state"] not in Recording.State.values:
@@ -111,10 +137,26 @@ class RecordingViewSet(StudyScopedAPIMixin, mixins.ListModelMixin, mixins.Retrie
         return self._act(export.retry_export)
 
 
+@extend_schema_view(list=extend_schema(parameters=[
+    OpenApiParameter("receipt_status", str, enum=Episode.Receipt.values),
+]))
 class EpisodeViewSet(StudyScopedAPIMixin, viewsets.ReadOnlyModelViewSet):
     serializer_class = EpisodeSerializer
     lookup_field = "episode_index"
     required_roles = READ_ROLES
+    # Dataset order: a client that kept its last next link later reads only the episodes added since.
+    keyset = ("episode_index",)
+
+    def get_serializer_class(self):
+        return EpisodeListSerializer if self.action == "list" else EpisodeSerializer
 
     def get_queryset(self):
-        return Episode.objects.select_related("recording")
+        episodes = Episode.objects.select_related("recording")
+        if self.action != "list":
+            return episodes
+        status = self.request.query_params.get("receipt_status")
+        if status:
+            if status not in Episode.Receipt.values:
+                raise ValidationError({"receipt_status": f"expected one of {', '.join(Episode.Receipt.values)}"})
+            episodes = episodes.filter(receipt_status=status)
+        return episodes.only(*EPISODE_LIST_COLUMNS)

@@ -11,6 +11,7 @@ import uuid
 
 from django.conf import settings
 from django.db import models
+from django.db.models.fields.json import KT
 from django_scopes import ScopedManager
 
 from portal.recordings.exceptions import IllegalTransition
@@ -34,6 +35,15 @@ class StudyDataset(models.Model):
         return f"dataset of {self.study}"
 
 
+class RecordingQuerySet(models.QuerySet):
+    def listed(self) -> RecordingQuerySet:
+        """What a list of recordings shows, and nothing else: no JSON blobs, only the claims the labels need."""
+        return self.select_related("headset", "demonstrator", "episode").only(
+            "uid", "state", "reason", "progress", "via", "original_name", "capture_id", "recorded_at", "audio",
+            "created_at", "headset__headset_id", "demonstrator__designator", "episode__episode_index",
+        ).annotate(claimed_headset_id=KT("claims__headset_id"), claimed_demonstrator_id=KT("claims__demonstrator_id"))
+
+
 class Recording(models.Model):
     class State(models.TextChoices):
         RECEIVED = "received", "Received"
@@ -46,6 +56,12 @@ class Recording(models.Model):
         VERIFIED = "verified", "Verified"
         FAILED = "failed", "Export failed"
 
+    class Via(models.TextChoices):
+        UPLOAD = "upload", "Upload page"
+        API = "api", "API"
+        COMMAND = "command", "Ingest command"
+        INBOX = "inbox", "Inbox folder"
+
     class Audio(models.TextChoices):
         UNKNOWN = "unknown", "Not yet checked"
         NONE = "none", "No audio in source"
@@ -54,14 +70,15 @@ class Recording(models.Model):
         PURGED = "purged", "Purged"
 
     uid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
-    study = models.ForeignKey(Study, on_delete=models.PROTECT, related_name="recordings")
+    # Indexed as the first column of the lists' indexes (Meta.indexes), not alone.
+    study = models.ForeignKey(Study, on_delete=models.PROTECT, related_name="recordings", db_index=False)
     state = models.CharField(max_length=12, choices=State.choices, default=State.RECEIVED)
     reason = models.TextField(blank=True, help_text="Why the recording is quarantined, rejected or failed.")
     progress = models.PositiveSmallIntegerField(default=0)
     progress_note = models.CharField(max_length=200, blank=True)
     lease_until = models.DateTimeField(null=True, blank=True, help_text="A running export's heartbeat deadline.")
 
-    via = models.CharField(max_length=10, help_text="upload, api, command or inbox")
+    via = models.CharField(max_length=10, choices=Via.choices)
     original_name = models.CharField(max_length=255)
     incoming_name = models.CharField(max_length=512, blank=True, help_text="The uploaded object awaiting ingest.")
     content_sha256 = models.CharField(max_length=64, blank=True)
@@ -72,10 +89,11 @@ class Recording(models.Model):
     claims = models.JSONField(default=dict, blank=True, help_text="The recorder's study block from capture.json.")
     summary = models.JSONField(default=dict, blank=True, help_text="Rate, rows, segments, camera, warnings.")
     source_files = models.JSONField(default=list, blank=True, help_text="Stored silent source: path, bytes, sha256.")
+    # Indexed together with the list order (Meta.indexes), not alone.
     headset = models.ForeignKey("studies.Headset", on_delete=models.PROTECT, null=True, blank=True,
-                                related_name="recordings")
+                                related_name="recordings", db_index=False)
     demonstrator = models.ForeignKey("studies.Demonstrator", on_delete=models.PROTECT, null=True, blank=True,
-                                     related_name="recordings")
+                                     related_name="recordings", db_index=False)
 
     audio = models.CharField(max_length=10, choices=Audio.choices, default=Audio.UNKNOWN)
     audio_objects = models.JSONField(default=list, blank=True,
@@ -102,7 +120,7 @@ class Recording(models.Model):
     # States in which the pipeline still works on the recording without anyone's action.
     IN_FLIGHT = frozenset({State.RECEIVED, State.QUEUED, State.RUNNING, State.EXPORTED})
 
-    objects = ScopedManager(study="study")
+    objects = ScopedManager(study="study", _manager_class=models.Manager.from_queryset(RecordingQuerySet))
 
     class Meta:
         ordering = ["-created_at", "-pk"]
@@ -112,7 +130,15 @@ class Recording(models.Model):
                 condition=models.Q(duplicate_of__isnull=True) & ~models.Q(content_sha256=""),
             ),
         ]
-        indexes = [models.Index(fields=["study", "state"]), models.Index(fields=["study", "recorded_at"])]
+        # One per filter of the recordings list, each ending in the list's order (newest first), so every
+        # page of every filter is a range scan; the dashboard counts states from the second.
+        indexes = [
+            models.Index(fields=["study", "created_at", "id"], name="recording_list"),
+            models.Index(fields=["study", "state", "created_at", "id"], name="recording_list_state"),
+            models.Index(fields=["headset", "created_at", "id"], name="recording_list_headset"),
+            models.Index(fields=["demonstrator", "created_at", "id"], name="recording_list_demonstrator"),
+            models.Index(fields=["study", "recorded_at"], name="recording_recorded_at"),
+        ]
 
     def __str__(self) -> str:
         return self.capture_id or self.original_name
@@ -139,10 +165,15 @@ class Recording(models.Model):
     def recorded_on(self):
         return self.recorded_at.date() if self.recorded_at else None
 
+    def _claimed(self, claim: str):
+        if "claims" in self.get_deferred_fields():  # a list row: the claim came as an annotation
+            return getattr(self, f"claimed_{claim}", None)
+        return self.claims.get(claim) if isinstance(self.claims, dict) else None
+
     def _label(self, registered, claim: str) -> str:
         if registered is not None:
             return str(registered)
-        claimed = self.claims.get(claim) if isinstance(self.claims, dict) else None
+        claimed = self._claimed(claim)
         return f"{claimed} (not registered)" if claimed else "—"
 
     @property
@@ -164,7 +195,8 @@ class Episode(models.Model):
         VERIFIED = "verified", "Verified"
         MISMATCH = "mismatch", "Mismatch"
 
-    study = models.ForeignKey(Study, on_delete=models.PROTECT, related_name="episodes")
+    # Indexed as the first column of the unique episode index and the receipt index, not alone.
+    study = models.ForeignKey(Study, on_delete=models.PROTECT, related_name="episodes", db_index=False)
     recording = models.OneToOneField(Recording, on_delete=models.PROTECT, related_name="episode")
     episode_index = models.PositiveIntegerField()
     from_index = models.PositiveBigIntegerField(help_text="Global index of the episode's first frame.")
@@ -187,6 +219,8 @@ class Episode(models.Model):
             models.UniqueConstraint(fields=["study", "episode_index"], name="episode_index_unique_in_study"),
             models.UniqueConstraint(fields=["study", "from_index"], name="episode_from_index_unique_in_study"),
         ]
+        # The episodes list filtered by receipt status, and the dashboard's count by status.
+        indexes = [models.Index(fields=["study", "receipt_status", "episode_index"], name="episode_list_receipt")]
 
     def __str__(self) -> str:
         return self.folder

@@ -2,36 +2,51 @@
 
 from __future__ import annotations
 
+from datetime import date, datetime, time, timedelta
+
 from django import forms
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from portal.access.models import Role
 from portal.access.permissions import study_view
 from portal.core.errors import refusals
+from portal.core.pagination import count_rows, list_page
 from portal.recordings.models import Alert, Episode, Recording
 from portal.recordings.quarantine import registry_fixes
 from portal.recordings.services import export, ingest
-from portal.studies.models import Demonstrator, Headset
+from portal.studies.services.demonstrators import normalise_designator
 
 COORDINATOR, ETHICS = Role.COORDINATOR, Role.ETHICS_OFFICER
+# The lists' orders: newest first, each served by an index (Recording.Meta.indexes, the episode index's own).
+RECORDING_ORDER = ("-created_at", "-pk")
+EPISODE_ORDER = ("-episode_index",)
 
 
 class RecordingFilter(forms.Form):
+    """The recordings list's filters, kept in the URL. Headset and demonstrator are typed (with suggestions from
+    the registry as one types, when scripts run), not chosen from a menu of every one the study has."""
+
     state = forms.ChoiceField(choices=[("", "any state"), *Recording.State.choices], required=False)
-    headset = forms.ModelChoiceField(queryset=Headset.objects.none(), required=False, empty_label="any headset")
-    demonstrator = forms.ModelChoiceField(queryset=Demonstrator.objects.none(), required=False,
-                                          empty_label="any demonstrator")
+    headset = forms.CharField(required=False, max_length=128, label="Headset ID",
+                              widget=forms.TextInput(attrs={"list": "headset-suggestions", "autocomplete": "off",
+                                                            "placeholder": "any headset"}))
+    demonstrator = forms.CharField(required=False, max_length=100, label="Designator",
+                                   widget=forms.TextInput(attrs={"list": "demonstrator-suggestions",
+                                                                 "autocomplete": "off",
+                                                                 "placeholder": "any demonstrator"}))
     recorded_from = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
     recorded_to = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, study, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["headset"].queryset = Headset.objects.all()
-        self.fields["demonstrator"].queryset = Demonstrator.objects.all()
+        self.fields["headset"].widget.attrs["data-suggest"] = reverse("study-suggest-headsets", args=[study.code])
+        self.fields["demonstrator"].widget.attrs["data-suggest"] = reverse("study-suggest-demonstrators",
+                                                                           args=[study.code])
 
     def apply(self, recordings):
         if not self.is_valid():
@@ -39,29 +54,38 @@ class RecordingFilter(forms.Form):
         data = self.cleaned_data
         if data["state"]:
             recordings = recordings.filter(state=data["state"])
-        if data["headset"]:
-            recordings = recordings.filter(headset=data["headset"])
-        if data["demonstrator"]:
-            recordings = recordings.filter(demonstrator=data["demonstrator"])
+        if data["headset"].strip():
+            recordings = recordings.filter(headset__headset_id=data["headset"].strip())
+        if data["demonstrator"].strip():
+            recordings = recordings.filter(demonstrator__designator=normalise_designator(data["demonstrator"]))
+        # Whole days in the portal's time zone, as a range on the column (an index can serve it).
         if data["recorded_from"]:
-            recordings = recordings.filter(recorded_at__date__gte=data["recorded_from"])
+            recordings = recordings.filter(recorded_at__gte=_day_start(data["recorded_from"]))
         if data["recorded_to"]:
-            recordings = recordings.filter(recorded_at__date__lte=data["recorded_to"])
+            recordings = recordings.filter(recorded_at__lt=_day_start(data["recorded_to"] + timedelta(days=1)))
         return recordings
+
+
+def _day_start(day: date) -> datetime:
+    return timezone.make_aware(datetime.combine(day, time.min))
 
 
 class UploadForm(forms.Form):
     source = forms.FileField(label="Capture source (ZIP archive of the source folder)")
 
 
+def _recordings_url(study) -> str:
+    """A recording's page is this plus ``<uid>/`` (urls.py): one reverse() per list, not one per row (a tenth of
+    the list's rendering time)."""
+    return reverse("recording-list", args=[study.code])
+
+
 @study_view(COORDINATOR, ETHICS)
 def recording_list(request: HttpRequest, study) -> HttpResponse:
-    filters = RecordingFilter(request.GET or None)
-    recordings = Recording.objects.select_related("headset", "demonstrator", "episode")
-    if request.GET:
-        recordings = filters.apply(recordings)
+    filters = RecordingFilter(request.GET, study=study)
     return render(request, "recordings/list.html", {
-        "study": study, "filters": filters, "recordings": recordings[:500],
+        "study": study, "filters": filters, "recordings_url": _recordings_url(study),
+        "page": list_page(request, filters.apply(Recording.objects.listed()), RECORDING_ORDER),
         "upload_form": UploadForm() if COORDINATOR in request.study_roles else None,
     })
 
@@ -147,10 +171,32 @@ def retry(request: HttpRequest, study, uid) -> HttpResponse:
     return redirect("recording-detail", study.code, recording.uid)
 
 
+class EpisodeFilter(forms.Form):
+    receipt = forms.ChoiceField(choices=[("", "any receipt status"), *Episode.Receipt.choices], required=False,
+                                label="Receipt")
+
+    def apply(self, episodes):
+        if not self.is_valid():
+            return episodes.none()
+        if self.cleaned_data["receipt"]:
+            episodes = episodes.filter(receipt_status=self.cleaned_data["receipt"])
+        return episodes
+
+
+ALERTS_SHOWN = 20
+
+
 @study_view(COORDINATOR, ETHICS)
 def episode_list(request: HttpRequest, study) -> HttpResponse:
+    filters = EpisodeFilter(request.GET)
+    episodes = Episode.objects.select_related("recording", "recording__demonstrator").only(
+        "episode_index", "from_index", "length", "exported_at", "receipt_status", "raw_audio_retained",
+        "recording__uid", "recording__capture_id", "recording__original_name", "recording__demonstrator__designator",
+    )
+    alerts = Alert.objects.filter(resolved_at__isnull=True)
     return render(request, "recordings/episodes.html", {
-        "study": study,
-        "episodes": Episode.objects.select_related("recording", "recording__demonstrator", "recording__headset"),
-        "alerts": Alert.objects.filter(resolved_at__isnull=True).select_related("episode"),
+        "study": study, "filters": filters, "recordings_url": _recordings_url(study),
+        "page": list_page(request, filters.apply(episodes), EPISODE_ORDER),
+        "alerts": alerts.only("created_at", "message")[:ALERTS_SHOWN],
+        "alert_count": count_rows(alerts),
     })

@@ -37,6 +37,7 @@ class StudyAdmin(admin.ModelAdmin):
 class HeadsetAdmin(ReadOnlyAdmin):
     list_display = ["headset_id", "study", "model", "registered_by", "registered_at", "retired_on"]
     list_filter = ["study"]
+    list_select_related = ["study", "registered_by"]
     search_fields = ["headset_id", "model"]
 
 
@@ -44,12 +45,14 @@ class HeadsetAdmin(ReadOnlyAdmin):
 class DataUseAgreementAdmin(ReadOnlyAdmin):
     list_display = ["study", "version", "sha256", "created_by", "created_at"]
     list_filter = ["study"]
+    list_select_related = ["study", "created_by"]
 
 
 @admin.register(Demonstrator)
 class DemonstratorAdmin(ReadOnlyAdmin):
     list_display = ["designator", "study", "headset", "created_at"]
     list_filter = ["study"]
+    list_select_related = ["study", "headset"]
     search_fields = ["designator"]
 
 
@@ -58,6 +61,7 @@ class ConsentDocumentAdmin(ReadOnlyAdmin):
     list_display = ["identifier", "version", "study", "issued_on", "sha256", "uploaded_by", "accepted_by",
                     "accepted_at"]
     list_filter = ["study"]
+    list_select_related = ["study", "uploaded_by", "accepted_by"]
     search_fields = ["identifier", "sha256"]
     actions = ["accept"]
 
@@ -77,4 +81,5 @@ class ConsentEventAdmin(ReadOnlyAdmin):
     list_display = ["demonstrator", "kind", "event_date", "document", "scopes", "study", "recorded_by",
                     "recorded_at"]
     list_filter = ["study", "kind"]
+    list_select_related = ["study", "demonstrator", "document", "recorded_by"]
     search_fields = ["demonstrator__designator"]

@@ -78,6 +78,7 @@ class StudyViewSet(viewsets.ReadOnlyModelViewSet):
     """The studies in which the caller holds an active role."""
 
     serializer_class = StudySerializer
+    keyset = ("code",)
     lookup_field = "code"
 
     def get_queryset(self):
@@ -114,6 +115,7 @@ class HeadsetViewSet(StudyScopedAPIMixin, mixins.ListModelMixin, mixins.Retrieve
                      mixins.CreateModelMixin, viewsets.GenericViewSet):
     queryset = Headset.objects.none()  # the model, for the schema; get_queryset reads in scope
     serializer_class = HeadsetSerializer
+    keyset = ("headset_id",)
     required_roles = {"list": READ_ROLES, "retrieve": READ_ROLES, "*": (COORDINATOR,)}
     parser_classes = [JSONParser, FormParser, MultiPartParser]
 
@@ -179,6 +181,7 @@ class DemonstratorViewSet(StudyScopedAPIMixin, mixins.ListModelMixin, mixins.Ret
                           mixins.CreateModelMixin, viewsets.GenericViewSet):
     queryset = Demonstrator.objects.none()  # the model, for the schema; get_queryset reads in scope
     serializer_class = DemonstratorSerializer
+    keyset = ("designator",)
     required_roles = {"list": READ_ROLES, "retrieve": READ_ROLES, "coverage": READ_ROLES, "*": (COORDINATOR,)}
 
     def get_queryset(self):
@@ -239,6 +242,7 @@ class ConsentDocumentViewSet(StudyScopedAPIMixin, mixins.ListModelMixin, mixins.
                              mixins.CreateModelMixin, viewsets.GenericViewSet):
     queryset = ConsentDocument.objects.none()  # the model, for the schema; get_queryset reads in scope
     serializer_class = ConsentDocumentSerializer
+    keyset = ("identifier", "version")
     required_roles = {"list": READ_ROLES, "retrieve": READ_ROLES, "accept": (ETHICS,), "*": (COORDINATOR,)}
     parser_classes = [MultiPartParser, FormParser]
 
@@ -301,6 +305,7 @@ class ConsentEventViewSet(StudyScopedAPIMixin, mixins.ListModelMixin, mixins.Ret
 
     queryset = ConsentEvent.objects.none()  # the model, for the schema; get_queryset reads in scope
     serializer_class = ConsentEventSerializer
+    keyset = ("event_date", "pk")
     required_roles = {"list": READ_ROLES, "retrieve": READ_ROLES, "*": (COORDINATOR,)}
 
     def get_queryset(self):

@@ -27,13 +27,19 @@ class DemonstratorForm(forms.Form):
     designator = forms.CharField(max_length=100, required=False, strip=True,
                                  help_text="Leave blank (or press Generate) for a new readable designator. "
                                            "Never a person's name.")
-    headset = forms.ModelChoiceField(queryset=Headset.objects.none(), required=False,
-                                     help_text="The family pair comes from this headset's ID.")
+    # Typed (with suggestions from the registry while typing), not a menu of every headset of the study.
+    headset = forms.ModelChoiceField(
+        queryset=Headset.objects.none(), required=False, to_field_name="headset_id", label="Headset ID",
+        help_text="The family pair comes from this headset's ID.",
+        error_messages={"invalid_choice": "No headset in use in this study has this ID."},
+        widget=forms.TextInput(attrs={"list": "headset-suggestions", "autocomplete": "off"}))
 
-    def __init__(self, *args, headsets=None, **kwargs):
+    def __init__(self, *args, headsets=None, suggest_url: str = "", **kwargs):
         super().__init__(*args, **kwargs)
         if headsets is not None:
             self.fields["headset"].queryset = headsets
+        if suggest_url:
+            self.fields["headset"].widget.attrs["data-suggest"] = suggest_url
 
 
 class ConsentForm(forms.Form):

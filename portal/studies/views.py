@@ -7,15 +7,18 @@ from collections.abc import Callable
 from django import forms
 from django.conf import settings
 from django.contrib import messages
-from django.db.models import Count, Q
+from django.db.models import Count
 from django.http import FileResponse, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from portal.access.models import Role
 from portal.access.permissions import study_view
 from portal.core.errors import refusals
+from portal.core.pagination import list_page
+from portal.core.suggest import suggestion_response
 from portal.studies.exceptions import HeadsetImportError
 from portal.studies.forms import (
     ApprovalSecondFactorForm,
@@ -151,11 +154,30 @@ def publish_agreement(request: HttpRequest, study) -> HttpResponse:
 # --- headsets ---------------------------------------------------------------------------------
 
 
+class HeadsetFilter(forms.Form):
+    q = forms.CharField(required=False, max_length=128, label="Headset ID contains")
+    retired = forms.ChoiceField(required=False, label="In use",
+                                choices=[("", "in use and retired"), ("no", "in use"), ("yes", "retired")])
+
+    def apply(self, headsets):
+        if not self.is_valid():
+            return headsets.none()
+        if self.cleaned_data["q"].strip():
+            headsets = headsets.filter(headset_id__icontains=self.cleaned_data["q"].strip())
+        if self.cleaned_data["retired"]:
+            headsets = headsets.filter(retired_on__isnull=self.cleaned_data["retired"] == "no")
+        return headsets
+
+
 def _headsets_page(request, study, *, form=None, import_form=None, import_errors=None) -> HttpResponse:
     failed = form is not None or import_form is not None
+    filters = HeadsetFilter(request.GET)
+    headsets = Headset.objects.select_related("registered_by").only(
+        "headset_id", "model", "registered_at", "retired_on", "registered_by__username")
     return render(request, "studies/headsets.html", {
         "study": study,
-        "headsets": Headset.objects.select_related("registered_by"),
+        "filters": filters,
+        "page": list_page(request, filters.apply(headsets), ("headset_id",)),
         "form": form or HeadsetForm(),
         "import_form": import_form or HeadsetImportForm(),
         "import_errors": import_errors,
@@ -206,20 +228,56 @@ def retire_headset(request: HttpRequest, study, headset_pk: int) -> HttpResponse
     return redirect("study-headsets", study.code)
 
 
+# Typed filters of other lists (the recordings') ask these for suggestions.
+@study_view(COORDINATOR, ETHICS)
+def suggest_headsets(request: HttpRequest, study) -> HttpResponse:
+    return suggestion_response(request, Headset.objects.all(), "headset_id")
+
+
+@study_view(COORDINATOR, ETHICS)
+def suggest_demonstrators(request: HttpRequest, study) -> HttpResponse:
+    return suggestion_response(request, Demonstrator.objects.all(), "designator")
+
+
 # --- demonstrators ----------------------------------------------------------------------------
+
+
+class DemonstratorFilter(forms.Form):
+    q = forms.CharField(required=False, max_length=100, label="Designator contains")
+
+    def apply(self, demonstrators):
+        if not self.is_valid():
+            return demonstrators.none()
+        if self.cleaned_data["q"].strip():
+            demonstrators = demonstrators.filter(
+                designator__contains=demonstrator_service.normalise_designator(self.cleaned_data["q"]))
+        return demonstrators
+
+
+def _consent_counts(demonstrators: list[Demonstrator]) -> None:
+    """Consent events given and withdrawn of the page's demonstrators, in one grouped query."""
+    counts = ConsentEvent.objects.filter(demonstrator__in=demonstrators).values("demonstrator", "kind").annotate(
+        n=Count("pk"))
+    by_demonstrator = {(row["demonstrator"], row["kind"]): row["n"] for row in counts}
+    for demonstrator in demonstrators:
+        demonstrator.given = by_demonstrator.get((demonstrator.pk, ConsentEvent.Kind.GIVEN), 0)
+        demonstrator.withdrawn = by_demonstrator.get((demonstrator.pk, ConsentEvent.Kind.WITHDRAWN), 0)
 
 
 def _demonstrators_page(request, study, *, form=None) -> HttpResponse:
     active = Headset.objects.filter(retired_on__isnull=True)
-    demonstrators = Demonstrator.objects.select_related("headset").annotate(
-        given=Count("consent_events", filter=Q(consent_events__kind=ConsentEvent.Kind.GIVEN)),
-        withdrawn=Count("consent_events", filter=Q(consent_events__kind=ConsentEvent.Kind.WITHDRAWN)),
-    )
+    filters = DemonstratorFilter(request.GET)
+    demonstrators = Demonstrator.objects.select_related("headset").only("designator", "created_at",
+                                                                        "headset__headset_id")
+    page = list_page(request, filters.apply(demonstrators), ("designator",))
+    _consent_counts(page.rows)
     return render(request, "studies/demonstrators.html", {
         "study": study,
-        "demonstrators": demonstrators,
+        "filters": filters,
+        "page": page,
         "can_edit": COORDINATOR in request.study_roles,
-        "form": form or DemonstratorForm(headsets=active),
+        "form": form or DemonstratorForm(headsets=active,
+                                         suggest_url=reverse("study-suggest-headsets", args=[study.code])),
     }, status=400 if form is not None else 200)
 
 
@@ -231,7 +289,8 @@ def demonstrators(request: HttpRequest, study) -> HttpResponse:
 @require_POST
 @study_view(COORDINATOR)
 def create_demonstrator(request: HttpRequest, study) -> HttpResponse:
-    form = DemonstratorForm(request.POST, headsets=Headset.objects.filter(retired_on__isnull=True))
+    form = DemonstratorForm(request.POST, headsets=Headset.objects.filter(retired_on__isnull=True),
+                            suggest_url=reverse("study-suggest-headsets", args=[study.code]))
     if form.is_valid():
         # The Generate button ignores anything typed into the designator field.
         typed = "" if "generate" in request.POST else form.cleaned_data["designator"]

@@ -59,7 +59,7 @@ def test_list_filters_and_quarantine_recheck_page(client, reg, make_capture):
     assert str(good.uid) in everything and str(bad.uid) in everything
     quarantined = client.get(url, {"state": "quarantined"}).content.decode()
     assert str(bad.uid) in quarantined and str(good.uid) not in quarantined
-    by_headset = client.get(url, {"headset": reg.headset.pk}).content.decode()
+    by_headset = client.get(url, {"headset": reg.headset.headset_id}).content.decode()
     assert str(good.uid) in by_headset and str(bad.uid) not in by_headset
     later = client.get(url, {"recorded_from": "2999-01-01"}).content.decode()
     assert str(good.uid) not in later

@@ -43,8 +43,14 @@ def test_pagination(api, study):
     rows = "".join(f"HS-{n:03d}\n" for n in range(53))
     upload = SimpleUploadedFile("h.csv", f"headset_id\n{rows}".encode())
     assert api.post("/api/studies/alpha/headsets/import/", {"csv_file": upload}, format="multipart").status_code == 201
-    page = api.get("/api/studies/alpha/headsets/?page=2").json()
-    assert page["count"] == 53 and [h["headset_id"] for h in page["results"]] == ["HS-050", "HS-051", "HS-052"]
+    first = api.get("/api/studies/alpha/headsets/").json()
+    assert first["count"] == 53 and first["count_exact"] and first["previous"] is None
+    assert [h["headset_id"] for h in first["results"]] == [f"HS-{n:03d}" for n in range(50)]
+    second = api.get(first["next"]).json()
+    assert [h["headset_id"] for h in second["results"]] == ["HS-050", "HS-051", "HS-052"]
+    assert second["next"] is None and api.get(second["previous"]).json()["results"] == first["results"]
+    refused = api.get("/api/studies/alpha/headsets/?cursor=not-a-position")
+    assert refused.status_code == 400 and "start again from the first page" in refused.json()["cursor"]
 
 
 def test_consent_flow_through_the_api(api, study, headset, ethics, storage_dir):
@@ -98,4 +104,4 @@ def test_schema_describes_the_registry(api):
     assert "/api/studies/{study_code}/headsets/" in paths
     assert "/api/studies/{study_code}/consent-events/" in paths
     parameters = {p["name"] for p in paths["/api/studies/{study_code}/headsets/"]["get"]["parameters"]}
-    assert {"study_code", "page", "retired", "headset_id"} <= parameters
+    assert {"study_code", "cursor", "retired", "headset_id"} <= parameters

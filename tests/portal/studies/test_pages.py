@@ -42,7 +42,7 @@ def test_csv_import_page_lists_the_bad_rows(coordinator_client, study):
 
 def test_generate_button_ignores_typed_text(coordinator_client, study, headset):
     response = coordinator_client.post(_url("study-create-demonstrator", study),
-                                       {"designator": "Jane Doe", "headset": headset.pk, "generate": "1"})
+                                       {"designator": "Jane Doe", "headset": headset.headset_id, "generate": "1"})
     assert response.status_code == 302
     with scope(study=study):
         assert Demonstrator.objects.get().designator != "jane doe"
