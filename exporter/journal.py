@@ -697,7 +697,10 @@ def _loads(raw: bytes) -> Any:
             return orjson.loads(raw)
         except orjson.JSONDecodeError:
             pass
-    return _DECODER.decode(raw.decode(json.detect_encoding(raw), "surrogatepass"))
+    try:
+        return _DECODER.decode(raw.decode(json.detect_encoding(raw), "surrogatepass"))
+    except RecursionError:
+        raise ValueError("arrays or objects nested deeper than can be read") from None
 
 
 def _finite(value: float) -> bool:

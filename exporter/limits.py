@@ -10,3 +10,5 @@ MAX_SOURCE_BYTES = 64 * 1024**3
 MAX_SOURCE_ENTRIES = 1000
 MAX_MEMBER_DEPTH = 8
 MAX_NAME_BYTES = 255
+# capture.json and a task specification are a few levels deep; deeper nesting is refused before anything walks it.
+MAX_JSON_DEPTH = 64

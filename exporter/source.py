@@ -27,7 +27,7 @@ import av
 from exporter.errors import SourceError
 from exporter.journal import DROPPED_KEYS, JOURNAL, Journal, Segment, parse_journal
 from exporter.jsonfile import write_json
-from exporter.limits import MAX_MEMBER_DEPTH, MAX_NAME_BYTES, MAX_SOURCE_BYTES, MAX_SOURCE_ENTRIES
+from exporter.limits import MAX_JSON_DEPTH, MAX_MEMBER_DEPTH, MAX_NAME_BYTES, MAX_SOURCE_BYTES, MAX_SOURCE_ENTRIES
 from exporter.receipt import file_digest
 
 MANIFEST = "capture.json"
@@ -438,9 +438,27 @@ def _load_json(container: Container, name: str) -> Any:
     with container.open(name) as stream:
         data = stream.read()
     try:
-        return json.loads(data.decode("utf-8"), parse_constant=reject)
+        value = json.loads(data.decode("utf-8"), parse_constant=reject)
     except ValueError as exc:  # includes UnicodeDecodeError and over-long integers
         raise SourceError(f"invalid JSON: {exc}", path=name) from None
+    except RecursionError:
+        value = None
+    if value is None or _nesting(value) > MAX_JSON_DEPTH:
+        raise SourceError(f"invalid JSON: arrays or objects nested more than {MAX_JSON_DEPTH} levels deep",
+                          path=name)
+    return value
+
+
+def _nesting(value: Any) -> int:
+    """How deep arrays and objects nest in a parsed JSON value (walked without recursion)."""
+    deepest, todo = 0, [(value, 1)]
+    while todo:
+        item, depth = todo.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is not None:
+            deepest = max(deepest, depth)
+            todo.extend((child, depth + 1) for child in children)
+    return deepest
 
 
 def _parse_manifest(container: Container) -> tuple[dict[str, Any], _Manifest]:

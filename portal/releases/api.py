@@ -110,6 +110,7 @@ class ReleaseRequestViewSet(StudyScopedAPIMixin, mixins.ListModelMixin, mixins.R
     queryset = ReleaseRequest.objects.none()  # the model, for the schema; get_queryset reads in scope
     lookup_field = "number"
     lookup_value_regex = "[0-9]+"
+    keyset = ("-number",)
     required_roles = {"list": BOTH, "retrieve": BOTH, "create": (COORDINATOR,), "submit": (COORDINATOR,),
                       "approve": (ETHICS,), "reject": BOTH, "reverify": BOTH, "retry": BOTH, "review": BOTH}
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 from django import forms
 from django.conf import settings
 from django.contrib import messages
-from django.core.paginator import Paginator
 from django.db.models import Count
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -22,20 +21,17 @@ from portal.accounts.network import client_ip
 from portal.accounts.services import note_second_factor_passed, second_factor_passed_at
 from portal.core import storage
 from portal.core.errors import refusals
+from portal.core.pagination import list_page
 from portal.releases.models import EpisodeTag, ReleaseItem, ReleaseRequest
 from portal.releases.services import approval, gate, manifest, publish, requests, review
 from portal.studies.models import Demonstrator, Headset
 
 COORDINATOR, ETHICS = Role.COORDINATOR, Role.ETHICS_OFFICER
 State = ReleaseRequest.State
-PAGE_SIZE = 50
-
-
-def _query_prefix(request: HttpRequest) -> str:
-    """The page's query without its page number, ready for ``?{prefix}page=N``."""
-    params = request.GET.copy()
-    params.pop("page", None)
-    return f"{params.urlencode()}&" if params else ""
+# The lists' orders (each served by an index of its model: release requests by (study, state, number) and
+# (study, requested_by, number), episodes by (study, receipt_status, episode_index)).
+REQUEST_ORDER = ("-number",)
+EPISODE_ORDER = ("episode_index",)
 
 
 def _request(number: int) -> ReleaseRequest:
@@ -57,15 +53,13 @@ def release_list(request: HttpRequest, study) -> HttpResponse:
         requests_ = requests_.filter(requested_by=request.user)
     if state:
         requests_ = requests_.filter(state=state)
-    page = Paginator(requests_.annotate(approval_count=Count("approvals")).order_by("-number"), PAGE_SIZE).get_page(
-        request.GET.get("page"))
+    page = list_page(request, requests_.annotate(approval_count=Count("approvals")), REQUEST_ORDER)
     waiting = set(approval.awaiting_officer(request.user).values_list("pk", flat=True)) \
         if ETHICS in request.study_roles else set()
     return render(request, "releases/list.html", {
         "study": study, "page": page, "state": state, "mine": mine, "waiting": waiting,
         "states": [(value, label, counts.get(value, 0)) for value, label in State.choices],
         "total": sum(counts.values()), "can_request": COORDINATOR in request.study_roles,
-        "query_prefix": _query_prefix(request),
     })
 
 
@@ -120,7 +114,7 @@ def _candidates(filters: EpisodeFilter):
     episodes = requests.releasable_episodes().select_related("recording__headset", "recording__demonstrator").only(
         "episode_index", "length", "study_id", "recording__capture_id", "recording__recorded_at",
         "recording__headset__headset_id", "recording__demonstrator__designator")
-    return filters.apply(episodes).order_by("episode_index")
+    return filters.apply(episodes)
 
 
 @study_view(COORDINATOR)
@@ -130,7 +124,7 @@ def release_new(request: HttpRequest, study) -> HttpResponse:
     form = RequestForm(request.POST if request.method == "POST" else None)
     if request.method == "POST" and form.is_valid():
         if request.POST.get("all_matching") == "1":
-            chosen = list(_candidates(filters))
+            chosen = list(_candidates(filters).order_by(*EPISODE_ORDER))
         else:
             indexes = [int(value) for value in request.POST.getlist("episodes") if value.isdigit()]
             chosen = list(requests.releasable_episodes().filter(episode_index__in=indexes))
@@ -140,16 +134,16 @@ def release_new(request: HttpRequest, study) -> HttpResponse:
             messages.success(request, f"{made.release_id} drafted with {made.episode_count} episode(s). The stored "
                                       f"shards are being read for the gate; submit it once every check passes.")
             return redirect("release-detail", study.code, made.number)
-    page = Paginator(_candidates(filters), PAGE_SIZE).get_page(request.GET.get("page"))
+    page = list_page(request, _candidates(filters), EPISODE_ORDER)
     requested: dict[int, list[str]] = {}
-    for episode_id, number in (ReleaseItem.objects.filter(episode__in=[episode.pk for episode in page])
+    for episode_id, number in (ReleaseItem.objects.filter(episode__in=[episode.pk for episode in page.rows])
                                .exclude(request__state__in=[State.REJECTED, State.FAILED])
                                .values_list("episode_id", "request__number").order_by("request__number")):
         requested.setdefault(episode_id, []).append(f"release-{number:04d}")
-    for episode in page:
+    for episode in page.rows:
         episode.requested_in = requested.get(episode.pk, [])
     return render(request, "releases/new.html", {
-        "study": study, "filters": filters, "form": form, "page": page, "query_prefix": _query_prefix(request),
+        "study": study, "filters": filters, "form": form, "page": page
     }, status=400 if form.errors else 200)
 
 

@@ -203,6 +203,19 @@ def undecodable_camera(tmp: Path) -> Path:
     return source
 
 
+def deeply_nested_middle_line(tmp: Path) -> Path:
+    return journal_with(tmp, lambda r: r.insert(10, "[" * 100_000 + "]" * 100_000))
+
+
+def deeply_nested_manifest(tmp: Path, depth: int = 100_000) -> Path:
+    data = manifest()
+    data["capture_device"] = {"notes": "@"}
+    text = json.dumps(data).replace('"@"', "[" * depth + "]" * depth)
+    source = write_source(tmp / "source", standard_records())
+    (source / "capture.json").write_text(text)
+    return source
+
+
 CASES = {
     "unsupported version": (unsupported_version, ["capture.json", "unsupported capture source version 2"]),
     "NaN": (nan_head, ["journal.ndjson:18:", "NaN"]),
@@ -213,6 +226,9 @@ CASES = {
     "conflicting replays": (conflicting_replay, ["journal.ndjson:43:", "slot 16", "line 18"]),
     "conflicting segment replay": (conflicting_segment_replay, ["journal.ndjson:43:", "line 42"]),
     "invalid middle line": (invalid_middle_line, ["journal.ndjson:11:", "invalid JSON"]),
+    "deeply nested line": (deeply_nested_middle_line, ["journal.ndjson:11:", "invalid JSON", "nested"]),
+    "deeply nested manifest": (deeply_nested_manifest, ["capture.json", "invalid JSON", "nested more than 64"]),
+    "nested past the limit": (lambda tmp: deeply_nested_manifest(tmp, 65), ["capture.json", "nested more than 64"]),
     "record without type": (record_without_type, ["journal.ndjson:11:", "type"]),
     "time going backwards": (time_going_backwards, ["journal.ndjson:19:", "'t' must increase", "line 18"]),
     "bad outcome": (bad_outcome, ["journal.ndjson:43:", "outcome"]),

@@ -89,8 +89,9 @@ MUTANTS: list[Mutant] = [
            "an edited event is named by its hash", T_AUDIT),
     Mutant("audit-seq-not-checked", AUDIT, "        if event.seq != expected_seq:", "        if False:",
            "a deleted event is named by the gap in seq", T_AUDIT),
-    Mutant("audit-not-chained", AUDIT, "            prev_hash=last.hash if last else GENESIS_HASH,",
-           "            prev_hash=GENESIS_HASH,", "each event links to the previous one", T_AUDIT),
+    Mutant("audit-not-chained", AUDIT, "    return (last.seq, last.hash) if last else (0, GENESIS_HASH)",
+           "    return (last.seq, GENESIS_HASH) if last else (0, GENESIS_HASH)", "each event links to the previous one",
+           T_AUDIT),
     Mutant("audit-no-append-lock", AUDIT, 'cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_CHAIN_LOCK_KEY])',
            "pass", "two writers never fork the chain (PostgreSQL; needs --with-services)", T_AUDIT),
     # --- portal/recordings/crypto.py: sealed raw audio ----------------------------------------------------------

@@ -21,7 +21,7 @@ PASSWORD = "rows-" * 4  # seeded users sign in with force_login: no password che
 # (URL name, query string, queries for one request). The fixed part of every study page: session, user,
 # second-factor device, study, the caller's roles, and the navigation's grants.
 PAGES = [
-    ("dashboard", "", 10),
+    ("dashboard", "", 11),  # + the coordinator's release requests by state (one grouped count)
     ("study-overview", "", 13),
     ("recording-list", "", 8),
     ("recording-list", "?state=verified", 8),
