@@ -1,0 +1,231 @@
+"""Researcher access to a study: accepting its data-use agreement, asking for access, a coordinator's or
+ethics officer's grant (a researcher ``RoleGrant`` with an expiry), refusal and revocation, and the live check
+every download link and dataset goes through (``check_access``)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Q, QuerySet
+from django.utils import timezone
+
+from portal.access.models import Role, RoleGrant
+from portal.access.permissions import has_role
+from portal.access.services import grant_role, revoke_role
+from portal.audit.services import record
+from portal.research.exceptions import AccessRefused, ResearchError
+from portal.research.models import AccessRequest, AgreementAcceptance
+from portal.studies.models import DataUseAgreement, Study
+from portal.studies.services.study import current_data_use_agreement
+
+State = AccessRequest.State
+PURPOSE_MAX_CHARS = 2000
+REASON_MAX_CHARS = 2000
+
+
+def _snapshot(access: AccessRequest) -> dict:
+    return {"state": access.state, "researcher": access.researcher.get_username(), "expires_at": access.expires_at,
+            "reason": access.reason, "agreement_version": access.acceptance.version}
+
+
+def _researcher(user):
+    if not getattr(user, "is_authenticated", False):
+        raise AccessRefused("sign in first")
+    return user
+
+
+def open_to_requests(study: Study) -> DataUseAgreement:
+    """The agreement a researcher accepts to ask for access; ``ResearchError`` when the study takes no requests."""
+    if study.status == Study.Status.DRAFT:
+        raise ResearchError(f"study {study.code} is still a draft; it takes no access requests yet")
+    agreement = current_data_use_agreement(study)
+    if agreement is None:
+        raise ResearchError(f"study {study.code} has not published a data-use agreement; it cannot give access "
+                            f"to its data yet")
+    return agreement
+
+
+def studies_open_to(user) -> QuerySet[Study]:
+    """Studies a researcher may ask access to: not drafts, with an agreement published, where ``user`` holds no
+    unexpired researcher grant and has no request waiting."""
+    now = timezone.now()
+    held = RoleGrant.objects.filter(user=user, role=Role.RESEARCHER).filter(
+        Q(expires_at__isnull=True) | Q(expires_at__gt=now)).values("study")
+    waiting = AccessRequest.objects.filter(researcher=user, state=State.PENDING).values("study")
+    return (Study.objects.exclude(status=Study.Status.DRAFT).filter(data_use_agreements__isnull=False)
+            .exclude(pk__in=held).exclude(pk__in=waiting).distinct().order_by("code"))
+
+
+@transaction.atomic
+def accept_agreement(user, study: Study, *, version: int, sha256: str) -> AgreementAcceptance:
+    """Record that ``user`` accepted the agreement text they were shown: its ``version`` and ``sha256`` must be
+    those of the study's current agreement (else the text changed while they read it)."""
+    _researcher(user)
+    agreement = open_to_requests(study)
+    if version != agreement.version or sha256 != agreement.sha256:
+        raise ResearchError(f"the data-use agreement of study {study.code} changed while you read it: version "
+                            f"{agreement.version} is current now; read it and accept it again")
+    accepted = AgreementAcceptance.objects.filter(user=user, agreement=agreement).first()
+    if accepted is not None:
+        return accepted
+    try:
+        with transaction.atomic():
+            accepted = AgreementAcceptance.objects.create(study=study, user=user, agreement=agreement,
+                                                          version=agreement.version, sha256=agreement.sha256)
+    except IntegrityError:  # the same person accepting twice at once: one acceptance
+        return AgreementAcceptance.objects.get(user=user, agreement=agreement)
+    record(user, "research.agreement_accepted", accepted, study=study,
+           after={"version": accepted.version, "sha256": accepted.sha256})
+    return accepted
+
+
+def latest_acceptance(user, study: Study) -> AgreementAcceptance | None:
+    return (AgreementAcceptance.objects.filter(user=user, study=study).select_related("agreement")
+            .order_by("-version", "-pk").first())
+
+
+@transaction.atomic
+def request_access(user, study: Study, *, purpose: str, version: int, sha256: str) -> AccessRequest:
+    """A researcher asks for access with a purpose, accepting the agreement version they were shown."""
+    _researcher(user)
+    purpose = purpose.strip()
+    if not purpose:
+        raise ResearchError("say what you will use the data for (the purpose is empty)")
+    if len(purpose) > PURPOSE_MAX_CHARS:
+        raise ResearchError(f"the purpose is longer than {PURPOSE_MAX_CHARS} characters")
+    waiting = ResearchError(f"you already asked for access to study {study.code}; wait for the decision or "
+                            f"cancel that request first")
+    if AccessRequest.objects.filter(study=study, researcher=user, state=State.PENDING).exists():
+        raise waiting
+    acceptance = accept_agreement(user, study, version=version, sha256=sha256)
+    try:
+        with transaction.atomic():  # two requests at once: the second gets the same message as a later one
+            access = AccessRequest.objects.create(study=study, researcher=user, purpose=purpose,
+                                                  acceptance=acceptance)
+    except IntegrityError:
+        raise waiting from None
+    record(user, "research.access_requested", access, study=study,
+           after={**_snapshot(access), "purpose": purpose})
+    return access
+
+
+def _locked(access: AccessRequest) -> AccessRequest:
+    locked = AccessRequest.objects.select_for_update(of=("self",)).select_related(
+        "study", "researcher", "acceptance").get(pk=access.pk)
+    access.refresh_from_db()
+    return locked
+
+
+def _require_steward(actor, access: AccessRequest, what: str) -> None:
+    study = access.study
+    if not (has_role(actor, study, Role.COORDINATOR) or has_role(actor, study, Role.ETHICS_OFFICER)):
+        raise AccessRefused(f"only a coordinator or ethics officer of study {study.code} can {what} access")
+    if actor.pk == access.researcher_id:
+        raise AccessRefused(f"you cannot {what} your own access to study {study.code}; another coordinator or "
+                            f"ethics officer decides it")
+
+
+def _reason(reason: str, what: str) -> str:
+    reason = reason.strip()
+    if not reason:
+        raise ResearchError(f"give a reason to {what}")
+    if len(reason) > REASON_MAX_CHARS:
+        raise ResearchError(f"the reason is longer than {REASON_MAX_CHARS} characters")
+    return reason
+
+
+@transaction.atomic
+def grant_access(actor, access: AccessRequest, *, expires_at: datetime) -> AccessRequest:
+    """Grant a waiting request until ``expires_at`` (in the future, at most ``CERES_ACCESS_MAX_DAYS`` away): the
+    researcher gets a researcher grant in the study with that expiry."""
+    locked = _locked(access)
+    _require_steward(actor, locked, "grant")
+    now = timezone.now()
+    if expires_at <= now:
+        raise ResearchError("the access must end in the future")
+    longest = timedelta(days=settings.CERES_ACCESS_MAX_DAYS)
+    if expires_at - now > longest:
+        raise ResearchError(f"access is granted for at most {settings.CERES_ACCESS_MAX_DAYS} days at a time")
+    before = _snapshot(locked)
+    locked.move_to(State.GRANTED)
+    locked.decided_by, locked.decided_at, locked.expires_at = actor, now, expires_at
+    locked.save()
+    grant_role(actor, locked.researcher, locked.study, Role.RESEARCHER, expires_at=expires_at)
+    record(actor, "research.access_granted", locked, before=before, after=_snapshot(locked))
+    access.refresh_from_db()
+    return locked
+
+
+@transaction.atomic
+def refuse_access(actor, access: AccessRequest, *, reason: str) -> AccessRequest:
+    locked = _locked(access)
+    _require_steward(actor, locked, "refuse")
+    reason = _reason(reason, "refuse access")
+    before = _snapshot(locked)
+    locked.move_to(State.REFUSED)
+    locked.decided_by, locked.decided_at, locked.reason = actor, timezone.now(), reason
+    locked.save()
+    record(actor, "research.access_refused", locked, before=before, after=_snapshot(locked))
+    access.refresh_from_db()
+    return locked
+
+
+@transaction.atomic
+def revoke_access(actor, access: AccessRequest, *, reason: str) -> AccessRequest:
+    """End a granted access now: the researcher grant is revoked, so no further link is issued."""
+    locked = _locked(access)
+    _require_steward(actor, locked, "revoke")
+    reason = _reason(reason, "revoke access")
+    before = _snapshot(locked)
+    locked.move_to(State.REVOKED)
+    locked.revoked_by, locked.revoked_at, locked.reason = actor, timezone.now(), reason
+    locked.save()
+    grant = RoleGrant.objects.filter(user=locked.researcher, study=locked.study, role=Role.RESEARCHER).first()
+    if grant is not None:
+        revoke_role(actor, grant)
+    record(actor, "research.access_revoked", locked, before=before, after=_snapshot(locked))
+    access.refresh_from_db()
+    return locked
+
+
+@transaction.atomic
+def cancel_request(user, access: AccessRequest) -> AccessRequest:
+    """The researcher takes back a request still waiting for a decision."""
+    locked = _locked(access)
+    if user.pk != locked.researcher_id:
+        raise AccessRefused("only the researcher who asked can cancel an access request")
+    before = _snapshot(locked)
+    locked.move_to(State.CANCELLED)
+    locked.save()
+    record(user, "research.access_cancelled", locked, before=before, after=_snapshot(locked))
+    access.refresh_from_db()
+    return locked
+
+
+def researcher_grant(user, study: Study) -> RoleGrant | None:
+    return RoleGrant.objects.filter(user=user, study=study, role=Role.RESEARCHER).first()
+
+
+def check_access(user, study: Study, *, now: datetime | None = None) -> AgreementAcceptance:
+    """The live check of the person behind a download: an unexpired researcher grant in the study and an
+    acceptance of its current data-use agreement (version and text). ``AccessRefused`` names what is missing."""
+    now = now or timezone.now()
+    if not getattr(user, "is_authenticated", False) or not user.is_active:
+        raise AccessRefused("sign in first")
+    grant = researcher_grant(user, study)
+    if grant is None:
+        raise AccessRefused(f"you hold no researcher grant in study {study.code}; ask for access first")
+    if not grant.is_active(now):
+        raise AccessRefused(f"your researcher grant in study {study.code} ended on "
+                            f"{timezone.localtime(grant.expires_at):%Y-%m-%d %H:%M}; ask for access again")
+    agreement = current_data_use_agreement(study)
+    if agreement is None:
+        raise AccessRefused(f"study {study.code} has no data-use agreement; no data can be given out")
+    accepted = latest_acceptance(user, study)
+    if accepted is None or accepted.agreement_id != agreement.pk or accepted.sha256 != agreement.sha256:
+        held = f" (you accepted version {accepted.version})" if accepted else ""
+        raise AccessRefused(f"accept version {agreement.version} of the data-use agreement of study {study.code} "
+                            f"first{held}")
+    return accepted

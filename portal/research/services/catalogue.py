@@ -1,0 +1,76 @@
+"""What a researcher can see of a study: its released episodes (one row per episode of each published
+release), and whether an episode may still be given out (its release published, consent and withdrawal as they
+stand now)."""
+
+from __future__ import annotations
+
+from django.db.models import QuerySet
+from django.shortcuts import get_object_or_404
+
+from exporter.release import MANIFEST, SIGNATURE
+from portal.releases.models import ReleaseItem, ReleaseRequest
+from portal.releases.services import gate
+from portal.research.exceptions import AccessRefused
+from portal.studies.models import Demonstrator
+
+RELEASED = ReleaseRequest.State.RELEASED
+
+
+def released_requests() -> QuerySet[ReleaseRequest]:
+    """The published releases of the study in scope."""
+    return ReleaseRequest.objects.filter(state=RELEASED)
+
+
+def released_request(number: int) -> ReleaseRequest:
+    return get_object_or_404(released_requests().select_related("study", "release"), number=number)
+
+
+def released_items() -> QuerySet[ReleaseItem]:
+    """Every episode of every published release of the study in scope."""
+    return ReleaseItem.objects.filter(request__state=RELEASED)
+
+
+def released_item(number: int, episode_index: int) -> ReleaseItem:
+    return get_object_or_404(released_items().select_related("request__study", "episode__recording__demonstrator"),
+                             request__number=number, episode_index=episode_index)
+
+
+def release_files(request: ReleaseRequest) -> dict[str, tuple[str, int | None]]:
+    """Every object of a published release by its path in the release folder: its storage key, and the study
+    episode it belongs to (None for the manifest and its signature)."""
+    files = {name: (request.prefix + name, None) for name in (MANIFEST, SIGNATURE)}
+    for item in request.items.only("episode_index", "files"):
+        for entry in item.files:
+            path = f"{item.folder}/{entry['path']}"
+            files[path] = (request.prefix + path, item.episode_index)
+    return files
+
+
+def unavailable(items: list[ReleaseItem]) -> list[str]:
+    """Why each of ``items`` may not be given out now (empty: all may): its release is no longer published, or
+    its demonstrator's consent no longer covers it."""
+    problems = []
+    requests = {item.request_id: item.request for item in items}
+    for request in requests.values():
+        if request.state != RELEASED:
+            problems.append(f"{request.release_id} is {request.get_state_display().lower()}, not published")
+    recordings = [item.episode.recording for item in items]
+    checks = gate.consent_checks(recordings)
+    for item in items:
+        failing = [check.detail for check in checks[item.episode.recording_id] if not check.passed]
+        if failing:
+            problems.append(f"{item.request.release_id}/{item.folder} is no longer available: {'; '.join(failing)}")
+    return problems
+
+
+def require_available(items: list[ReleaseItem]) -> None:
+    problems = unavailable(items)
+    if problems:
+        raise AccessRefused("; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else ""))
+
+
+def lock_demonstrators(items: list[ReleaseItem]) -> None:
+    """Lock the rows of the items' demonstrators until the transaction ends, before consent is read: a withdrawal
+    locks the same row, so a link racing it is issued before it commits (and is in its reach) or sees it."""
+    demonstrators = {item.episode.recording.demonstrator_id for item in items} - {None}
+    list(Demonstrator.objects.select_for_update().filter(pk__in=sorted(demonstrators)).values_list("pk", flat=True))

@@ -1,0 +1,123 @@
+"""Short-lived signed download links, issued only after a live check of the researcher's grant and agreement
+and of the data's release and consent state; every link is an ``IssuedLink`` row and an audit event.
+
+On S3 a link is a presigned GET that the storage itself refuses after ``CERES_DOWNLOAD_LINK_SECONDS``; on local
+folders it is a portal URL carrying a signed, expiring token (``/downloads/<token>``), checked by ``resolve``.
+Either way the link names one object: altering it to reach another breaks its signature.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import PurePosixPath
+
+from django.conf import settings
+from django.core import signing
+from django.db import transaction
+from django.urls import reverse
+from django.utils import timezone
+
+from portal.audit.services import Entry, record_many
+from portal.core import storage
+from portal.releases.models import ReleaseItem, ReleaseRequest
+from portal.research.exceptions import AccessRefused, LinkRefused, ResearchError
+from portal.research.models import Dataset, IssuedLink
+from portal.research.services import catalogue, datasets
+from portal.research.services.access import check_access
+
+SALT = "ceres.research.download-link"
+
+
+@dataclass(frozen=True)
+class Link:
+    path: str
+    url: str
+    expires_at: datetime
+
+
+def _choose(files: dict[str, tuple[str, int | None]], paths: list[str] | None) -> list[tuple[str, str, int | None]]:
+    """The asked paths (every file when ``paths`` is empty or None), each with its object and episode."""
+    wanted = list(files) if not paths else list(dict.fromkeys(paths))
+    unknown = [path for path in wanted if path not in files]
+    if unknown:
+        raise ResearchError(f"not a file of this release or dataset: {', '.join(unknown[:3])}")
+    if len(wanted) > settings.CERES_LINKS_PER_REQUEST:
+        raise ResearchError(f"at most {settings.CERES_LINKS_PER_REQUEST} links per request; ask for the files in "
+                            f"parts")
+    return [(path, *files[path]) for path in wanted]
+
+
+def release_links(user, request: ReleaseRequest, paths: list[str] | None = None, *, via: str,
+                  now: datetime | None = None) -> list[Link]:
+    """Links to files of a published release (all of them, manifest and signature included, when ``paths`` is
+    empty), after the live check of ``user`` and of every episode the files belong to."""
+    chosen = _choose(catalogue.release_files(request), paths)
+    indexes = {episode_index for _, _, episode_index in chosen if episode_index is not None}
+    items = list(ReleaseItem.objects.filter(request=request, episode_index__in=indexes)
+                 .select_related("request", "episode__recording__demonstrator"))
+    return _issue(user, request.study, chosen, items=items, release=request, via=via, now=now)
+
+
+def dataset_links(user, dataset: Dataset, paths: list[str] | None = None, *, via: str,
+                  now: datetime | None = None) -> list[Link]:
+    """Links to files of a ready one-dataset download, after the live check of ``user`` and of every episode in
+    it (a dataset holds every episode in each of its files)."""
+    if dataset.state != Dataset.State.READY:
+        raise ResearchError(f"{dataset.dataset_id} is {dataset.get_state_display().lower()}, not ready")
+    chosen = _choose(datasets.dataset_files(dataset), paths)
+    items = list(ReleaseItem.objects.filter(pk__in=dataset.episodes.values("item"))
+                 .select_related("request", "episode__recording__demonstrator"))
+    return _issue(user, dataset.study, chosen, items=items, dataset=dataset, via=via, now=now)
+
+
+def _issue(user, study, chosen, *, items: list[ReleaseItem], via: str, release: ReleaseRequest | None = None,
+           dataset: Dataset | None = None, now: datetime | None = None) -> list[Link]:
+    now = now or timezone.now()
+    with transaction.atomic():
+        catalogue.lock_demonstrators(items)
+        check_access(user, study, now=now)
+        if release is not None and release.state != ReleaseRequest.State.RELEASED:
+            raise AccessRefused(f"{release.release_id} is {release.get_state_display().lower()}, not published")
+        catalogue.require_available(items)
+        expires_at = now + timedelta(seconds=settings.CERES_DOWNLOAD_LINK_SECONDS)
+        rows = IssuedLink.objects.bulk_create([
+            IssuedLink(study=study, user=user, release=release, dataset=dataset, episode_index=episode_index,
+                       path=path, object_name=name, issued_at=now, expires_at=expires_at, via=via)
+            for path, name, episode_index in chosen])
+        target = release if release is not None else dataset
+        record_many(Entry(user, "research.link_issued", target, study=study, after={
+            "link": row.pk, "object": row.object_name, "path": row.path, "via": via,
+            "expires_at": expires_at.isoformat(),
+            "release": release.release_id if release else None, "dataset": dataset.dataset_id if dataset else None,
+        }) for row in rows)
+    return [Link(row.path, _url(row), expires_at) for row in rows]
+
+
+def _url(link: IssuedLink) -> str:
+    filename = PurePosixPath(link.path).name
+    seconds = max(1, int((link.expires_at - link.issued_at).total_seconds()))
+    presigned = storage.presigned_url(storage.releases(), link.object_name, filename=filename, seconds=seconds)
+    if presigned is not None:
+        return presigned
+    token = signing.dumps({"l": link.pk, "o": link.object_name, "f": filename,
+                           "x": int(link.expires_at.timestamp())}, salt=SALT, compress=True)
+    return reverse("research-download", args=[token])
+
+
+@dataclass(frozen=True)
+class Download:
+    object_name: str
+    filename: str
+
+
+def resolve(token: str, *, now: datetime | None = None) -> Download:
+    """The object a portal download link names, if its signature holds and it has not expired."""
+    now = now or timezone.now()
+    try:
+        payload = signing.loads(token, salt=SALT)
+    except signing.BadSignature:
+        raise LinkRefused("this download link is not valid (altered or not issued by this portal)") from None
+    if payload.get("x", 0) <= now.timestamp():
+        raise LinkRefused("this download link has expired; ask the portal for a new one")
+    return Download(payload["o"], payload["f"])

@@ -1,0 +1,151 @@
+"""The researcher's journey in the browser, with a real worker: someone without a role asks for access and
+accepts the data-use agreement, a coordinator grants it, the new researcher browses the released episodes,
+opens one in the read-only viewer, downloads a file through a signed link, and builds a one-dataset download,
+watching its progress (the worker is held at one object so the progress is seen for certain)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.core.files.storage import storages
+from django_scopes import scope
+
+from exporter.generate import generate_capture
+from portal.recordings.demo import demo_registry
+from portal.recordings.services.ingest import ingest_path
+from portal.releases.models import ReleaseRequest
+from portal.releases.services import gate, requests
+from portal.releases.services.approval import approve
+from portal.research.models import Dataset
+from tests.e2e.test_releases import sign_out, until, verified_count, wait_for
+
+pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
+
+
+def released_in_the_background(demo, registry, pipeline_worker, tmp_path) -> ReleaseRequest:
+    """Three episodes exported, verified and released by the worker (the release journey has its own test)."""
+    recorded_at = datetime.now(UTC).replace(microsecond=0) - timedelta(days=1)
+    with scope(study=demo):
+        for seed in (1, 2, 3):
+            source = generate_capture(tmp_path / f"capture-{seed}", seconds=3.0, rate_hz=15, seed=seed, width=160,
+                                      height=120, capture_id=f"research-journey-{seed}",
+                                      study=registry.study_block(), recorded_at=recorded_at)
+            ingest_path(registry.coordinator, demo, source)
+    wait_for(lambda: verified_count(demo) == 3, 180, "three verified episodes")
+    from django.contrib.auth import get_user_model
+
+    users = get_user_model().objects
+    with scope(study=demo):
+        request = requests.create_request(registry.coordinator, demo, episodes=list(
+            requests.releasable_episodes().order_by("episode_index")), purpose="Grasp-policy training")
+        gate.inspect_request(request)
+        requests.submit(registry.coordinator, request)
+        for officer in ("ethics1", "ethics2"):
+            approve(users.get(username=officer), request, manifest_sha256=request.manifest_sha256)
+    final = wait_for(lambda: state_of(request) in (ReleaseRequest.State.RELEASED, ReleaseRequest.State.FAILED),
+                     180, "the release")
+    with scope(study=demo):
+        assert state_of(request) == ReleaseRequest.State.RELEASED, ReleaseRequest.objects.get(pk=request.pk).reason
+    assert final
+    return request
+
+
+def state_of(request) -> str:
+    with scope(study=request.study):
+        return ReleaseRequest.objects.get(pk=request.pk).state
+
+
+@pytest.mark.django_db(transaction=True)
+def test_ask_be_granted_browse_view_download_and_build_one_dataset(demo, pipeline_worker, page, login, shot,
+                                                                    tmp_path):
+    released = released_in_the_background(demo, demo_registry(), pipeline_worker, tmp_path)
+
+    # Someone without a role asks for access, accepting the agreement shown.
+    login(page, "applicant", "ceres-demo-applicant")
+    page.click("nav >> text=Data access")
+    shot(page, "research-home-before")
+    page.click("#ask a:has-text('Demo')")
+    assert "data-use agreement" in page.locator("#agreement").inner_text().lower()
+    page.fill("#id_purpose", "Training a grasping policy for the lab's arm")
+    page.check("#id_accept")
+    shot(page, "research-ask")
+    page.click("form button[type=submit]:has-text('Ask for access')")
+    page.locator(".messages", has_text="Your request for access").wait_for()
+    assert page.locator("#access-requests tr[data-state=pending]").count() == 1
+    sign_out(page)
+
+    # A coordinator grants it from the dashboard.
+    login(page, "coordinator", "ceres-demo-coordinator")
+    page.click("a:has-text('Access requests waiting for a decision')")
+    row = page.locator("#access-requests tr[data-researcher=applicant]")
+    shot(page, "research-access-requests")
+    row.locator("button:has-text('Grant')").click()
+    page.locator(".messages", has_text="Access of applicant granted").wait_for()
+    sign_out(page)
+
+    # The researcher browses, views an episode read-only, downloads a file.
+    login(page, "applicant", "ceres-demo-applicant")
+    page.click("a:has-text('Released episodes you can browse')")
+    assert page.locator("#released tbody input[name=items]").count() == 3
+    shot(page, "research-browse")
+    page.click("#released tbody tr[data-episode='1'] a:has-text('view')")
+    page.wait_for_selector("#viewer[data-ready='1']")
+    until(page, "() => document.getElementById('episode-video').readyState >= 2")
+    assert page.locator("#episode-gate").count() == 0 and page.locator("#pinch-plot canvas").count() >= 1
+    shot(page, "research-viewer")
+    page.click("h1 small a:has-text('release-0001')")
+    shot(page, "research-release")
+    path = "episode-000001/meta/info.json"
+    page.click("#episodes tr[data-episode='1'] summary")  # its files, folded away
+    with page.expect_download() as download:
+        page.click(f"#episodes form:has(input[value='{path}']) button")
+    with open(download.value.path(), "rb") as got:
+        assert got.read() == storages["releases"].open(f"{released.prefix}{path}").read()
+
+    # One dataset from episodes 0 and 2: the worker is held before one object, so the progress shows.
+    pipeline_worker.kill()
+    barrier = pipeline_worker.pause_before("dataset-0001/meta/stats.json")
+    pipeline_worker.start()
+    page.click("nav.subnav a:has-text('Released episodes')")
+    page.check("#item-1-0")
+    page.check("#item-1-2")
+    page.click("#dataset-form button[type=submit]")
+    page.wait_for_url("**/studies/demo/datasets/1/")
+    wait_for(barrier.paused, 120, "the build to reach its uploads")
+    page.locator("#phase", has_text="uploading").wait_for(timeout=15_000)
+    assert int(page.inner_text("#done")) < int(page.inner_text("#total"))
+    shot(page, "research-dataset-building")
+    barrier.release()
+    page.locator("#state h2", has_text="Ready").wait_for(timeout=120_000)
+    shot(page, "research-dataset-ready")
+    with scope(study=demo):
+        dataset = Dataset.objects.get(number=1)
+    assert dataset.state == Dataset.State.READY and dataset.episode_count == 2
+    page.click("nav >> text=Data access")
+    assert page.locator("#my-datasets", has_text="demo/dataset-0001").count() == 1
+    assert page.locator("#recent-links", has_text=path).count() == 1
+    shot(page, "research-home-after")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_withdrawal_and_its_reach_report(demo, pipeline_worker, page, login, shot, tmp_path):
+    """The coordinator records a withdrawal on the demonstrator's page and watches the worker's reach report
+    complete: the release is superseded and its successor waits for review."""
+    registry = demo_registry()
+    released = released_in_the_background(demo, registry, pipeline_worker, tmp_path)
+    login(page, "coordinator", "ceres-demo-coordinator")
+    page.goto(f"/studies/demo/demonstrators/{registry.demonstrator.pk}/")
+    page.fill("#withdraw-consent textarea[name=reason]", "The participant asked us to.")
+    page.click("#withdraw-consent button[type=submit]")
+    page.wait_for_url("**/studies/demo/withdrawals/*/")
+    page.locator(".messages", has_text="no more links are issued").wait_for()
+    shot(page, "withdrawal-started")
+    page.locator("#state h2", has_text="Done").wait_for(timeout=120_000)
+    assert page.locator("#reach", has_text="release-0001 (3 episode(s))").count() == 1
+    assert page.locator("#tombstones", has_text="release-0002").count() == 0  # all three were this person's
+    shot(page, "withdrawal-reach")
+    assert state_of(released) == ReleaseRequest.State.SUPERSEDED
+    page.goto("/studies/demo/releases/1/")
+    page.locator("#state .status", has_text="Superseded").wait_for()
+    shot(page, "release-superseded")
