@@ -1,4 +1,5 @@
-"""The single entry point for audit events: ``record(actor, action, target, before, after)``."""
+"""The single entry point for audit events: ``record(actor, action, target, before, after)``; the chain's walk
+(``verify_chain``) and its signed checkpoints (``write_checkpoint``)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,18 @@ from django.db import connection, transaction
 from django.db.models import Model
 from django.utils import timezone
 
-from portal.audit.models import AuditEvent
+from exporter.release import fingerprint
+from portal.audit import checkpoints
+from portal.audit.checkpoints import Checkpoint, CheckpointProblem
+from portal.audit.exceptions import CheckpointRefused
+from portal.audit.models import (
+    HASH_PLAIN,
+    HASH_VERSION,
+    HASH_VERSIONS,
+    AuditCheckpoint,
+    AuditEvent,
+    ChainVerification,
+)
 
 GENESIS_HASH = "0" * 64
 # Any fixed number: the key of the PostgreSQL advisory lock that serialises chain appends.
@@ -77,6 +89,7 @@ def _event(seq: int, prev_hash: str, actor, action: str, target, before, after, 
         before=_normalise(before),
         after=_normalise(after),
         prev_hash=prev_hash,
+        hash_version=HASH_VERSION,
     )
     event.hash = event.compute_hash()
     return event
@@ -134,31 +147,247 @@ def record_many(entries: Iterable[Entry], *, batch_size: int = 5000) -> int:
 
 @dataclass(frozen=True)
 class ChainBreak:
-    seq: int
-    event_id: int
+    """The first place the chain is not what it should be: the ``seq`` affected, the event there (None when the
+    event is missing), and why."""
+
+    seq: int | None  # None: no seq can be named (the checkpoint to compare with cannot be trusted)
+    event_id: int | None
     reason: str
+    by_checkpoint: bool = False  # found by comparing the chain with a signed checkpoint, not by walking it
 
     def __str__(self) -> str:
-        return f"audit chain broken at event seq={self.seq} (id={self.event_id}): {self.reason}"
+        if self.seq is None:
+            return f"audit chain not verified: {self.reason}"
+        where = f"event seq={self.seq} (id={self.event_id})" if self.event_id is not None else f"seq={self.seq}"
+        return f"audit chain broken at {where}: {self.reason}"
+
+
+class ChainWalk:
+    """Checks events one by one in ``seq`` order, from the event after ``after`` (seq, hash; the start of the
+    chain by default): ``seq`` without gaps, each ``prev_hash`` the previous ``hash``, each hash what its
+    content and version call for (keyed hashes with ``CERES_AUDIT_KEY``), and no unkeyed (version 1) hash
+    after a keyed one or from ``keyed_from`` on (the first keyed event, as a signed checkpoint names it): a
+    version-1 hash there is an event re-hashed with the public algorithm."""
+
+    def __init__(self, *, after: tuple[int, str] = (0, GENESIS_HASH), keyed: bool = False,
+                 keyed_from: int | None = None):
+        self.expected_seq, self.expected_prev = after[0] + 1, after[1]
+        self.keyed = keyed  # a keyed event came before
+        self.keyed_from = keyed_from
+        self.first_keyed: int | None = None  # the seq of the first keyed event this walk met
+        self.count = 0
+
+    def check(self, event: AuditEvent) -> ChainBreak | None:
+        """None when ``event`` continues the chain (then it is counted), else the break it makes."""
+        if event.seq != self.expected_seq:
+            return ChainBreak(event.seq, event.pk, f"expected seq={self.expected_seq}: an event is missing")
+        if event.prev_hash != self.expected_prev:
+            return ChainBreak(event.seq, event.pk, "prev_hash does not match the previous event's hash")
+        if event.hash_version not in HASH_VERSIONS:
+            return ChainBreak(event.seq, event.pk, f"unknown hash_version {event.hash_version!r}")
+        if event.hash_version == HASH_PLAIN and self.keyed:
+            return ChainBreak(event.seq, event.pk, "an unkeyed (version 1) hash after a keyed one: re-hashed with "
+                                                   "the public algorithm")
+        if event.hash_version == HASH_PLAIN and self.keyed_from is not None and event.seq >= self.keyed_from:
+            return ChainBreak(event.seq, event.pk, f"an unkeyed (version 1) hash where the chain is keyed from "
+                                                   f"seq={self.keyed_from} on: re-hashed with the public algorithm")
+        if event.compute_hash() != event.hash:
+            return ChainBreak(event.seq, event.pk, "content does not match its hash (edited, or re-hashed "
+                                                   "without the audit key)")
+        if event.hash_version != HASH_PLAIN and not self.keyed:
+            self.keyed, self.first_keyed = True, event.seq
+        self.expected_prev = event.hash
+        self.expected_seq += 1
+        self.count += 1
+        return None
+
+
+def _signing_key():
+    # The release signing key (CERES_SIGNING_KEY); imported here because the releases app records audit events.
+    from portal.releases.services.manifest import signing_key
+
+    return signing_key()
+
+
+def public_key():
+    """The key that checks checkpoints: the public half of the signing key."""
+    return _signing_key().public_key()
+
+
+def missing(count: int) -> str:
+    return "the newest event is missing" if count == 1 else f"the newest {count} events are missing"
 
 
 def _events() -> Iterator[AuditEvent]:
     return AuditEvent.objects.order_by("seq").iterator(chunk_size=2000)
 
 
-def verify_chain() -> tuple[int, ChainBreak | None]:
-    """Walk the chain from the start; return (events checked, the first broken link or None)."""
-    expected_prev = GENESIS_HASH
-    expected_seq = 1
-    count = 0
+@dataclass(frozen=True)
+class ChainReport:
+    """A full verification: the events checked intact, the first problem (None: intact) and the signed checkpoint
+    compared with (None: none in storage yet, or none that could be trusted)."""
+
+    events: int
+    problem: ChainBreak | None
+    checkpoint: Checkpoint | None
+
+    @property
+    def ok(self) -> bool:
+        return self.problem is None
+
+    def __str__(self) -> str:
+        if self.problem is not None and self.problem.seq is None:
+            return f"{self.problem} (the {self.events} events there link and hash right)"
+        if self.problem is not None and self.problem.by_checkpoint and self.events == 0:
+            return str(self.problem)
+        if self.problem is not None and self.problem.by_checkpoint:
+            return f"{self.problem} (the {self.events} events there link and hash right: only the checkpoint shows it)"
+        if self.problem is not None:
+            return f"{self.problem} ({self.events} events before it are intact)"
+        if self.checkpoint is None:
+            return (f"audit chain intact: {self.events} events; no signed checkpoint in storage yet, so deleted "
+                    "newest events would not show")
+        return (f"audit chain intact: {self.events} events; it extends the signed checkpoint of "
+                f"{self.checkpoint.when} (seq {self.checkpoint.seq})")
+
+
+# How many older checkpoints a re-written history is compared with to bound where it starts.
+EARLIER_CHECKPOINTS = 64
+
+
+def _rewritten_after(latest: Checkpoint) -> tuple[int, str]:
+    """Where a history that no longer has the newest checkpoint's hash at its seq starts: after the newest earlier
+    checkpoint whose event still has the hash it signed (the first seq that may be affected, and the words)."""
+    key = public_key()
+    for name in checkpoints.names(limit=EARLIER_CHECKPOINTS + 1)[1:]:
+        try:
+            earlier = checkpoints.read(name, key)
+        except CheckpointProblem:
+            continue
+        if earlier.seq < latest.seq and AuditEvent.objects.filter(seq=earlier.seq, hash=earlier.hash).exists():
+            return earlier.seq + 1, (f"the history has been re-written after seq {earlier.seq}, which still has the "
+                                     f"hash the checkpoint of {earlier.when} signed")
+    return 1, "the history may be re-written from seq 1 on: no earlier checkpoint still matches"
+
+
+def check_chain() -> ChainReport:
+    """Walk the whole chain (links, seq without gaps, keyed hashes), then compare its head with the newest signed
+    checkpoint in the releases storage, its signature checked with the public key: events deleted from the end,
+    an emptied table and a re-hashed history are named with the first seq they affect."""
+    try:
+        checkpoint, distrusted = checkpoints.latest(public_key()), ""
+    except CheckpointProblem as exc:
+        checkpoint, distrusted = None, str(exc)
+    walk = ChainWalk(keyed_from=checkpoint.keyed_from if checkpoint else None)
+    head, signed = 0, None
     for event in _events():
-        if event.seq != expected_seq:
-            return count, ChainBreak(event.seq, event.pk, f"expected seq={expected_seq}: an event is missing")
-        if event.prev_hash != expected_prev:
-            return count, ChainBreak(event.seq, event.pk, "prev_hash does not match the previous event's hash")
-        if event.compute_hash() != event.hash:
-            return count, ChainBreak(event.seq, event.pk, "content does not match its hash (edited)")
-        expected_prev = event.hash
-        expected_seq += 1
-        count += 1
-    return count, None
+        if broken := walk.check(event):
+            return ChainReport(walk.count, broken, checkpoint)
+        head = event.seq
+        if checkpoint is not None and event.seq == checkpoint.seq:
+            signed = event
+    if distrusted:
+        return ChainReport(walk.count, ChainBreak(None, None, f"the newest signed checkpoint cannot be trusted: "
+                                                             f"{distrusted}", by_checkpoint=True), None)
+    problem = None
+    if checkpoint is None:
+        pass
+    elif walk.count == 0:
+        problem = ChainBreak(1, None, f"the table is empty (truncated), but the checkpoint of {checkpoint.when} "
+                                      f"names seq {checkpoint.seq}", by_checkpoint=True)
+    elif head < checkpoint.seq:
+        problem = ChainBreak(head + 1, None, f"{missing(checkpoint.seq - head)}: the chain ends at seq {head}, the "
+                                             f"checkpoint of {checkpoint.when} names seq {checkpoint.seq}",
+                             by_checkpoint=True)
+    elif signed is not None and signed.hash != checkpoint.hash:
+        first, where = _rewritten_after(checkpoint)
+        problem = ChainBreak(first, None, f"the event at seq {checkpoint.seq} does not have the hash the checkpoint "
+                                          f"of {checkpoint.when} signed: {where}",
+                             by_checkpoint=True)
+    return ChainReport(walk.count, problem, checkpoint)
+
+
+def verify_chain() -> tuple[int, ChainBreak | None]:
+    """``check_chain`` in short: (events checked intact, the first problem or None)."""
+    report = check_chain()
+    return report.events, report.problem
+
+
+def run_verification(via: str) -> ChainReport:
+    """A full verification, recorded (time, events, result) for the audit view."""
+    started = timezone.now()
+    report = check_chain()
+    ChainVerification.objects.create(
+        started_at=started, finished_at=timezone.now(), via=via, events=report.events, ok=report.ok,
+        first_seq=report.problem.seq if report.problem else None, problem=str(report.problem or ""),
+        checkpoint_seq=report.checkpoint.seq if report.checkpoint else None,
+        checkpoint_at=report.checkpoint.at if report.checkpoint else None)
+    return report
+
+
+# --- signed checkpoints -------------------------------------------------------------------------------------
+
+
+def _extend(previous: Checkpoint, head: AuditEvent | None) -> ChainWalk:
+    """The walk of the events after ``previous`` up to ``head``; ``CheckpointRefused`` unless they extend it."""
+    ends = head.seq if head is not None else 0
+    if ends < previous.seq:
+        raise CheckpointRefused(f"the chain ends at seq {ends}, but the checkpoint of {previous.when} names seq "
+                                f"{previous.seq}: {missing(previous.seq - ends)}")
+    anchor = AuditEvent.objects.filter(seq=previous.seq).only("seq", "hash", "hash_version").first()
+    if anchor is None or anchor.hash != previous.hash:
+        raise CheckpointRefused(f"the event at seq {previous.seq} does not have the hash the checkpoint of "
+                                f"{previous.when} signed: the history has been re-written")
+    walk = ChainWalk(after=(previous.seq, previous.hash), keyed=anchor.hash_version != HASH_PLAIN,
+                     keyed_from=previous.keyed_from)
+    events = AuditEvent.objects.filter(seq__gt=previous.seq, seq__lte=ends).order_by("seq").iterator(chunk_size=2000)
+    for event in events:
+        if broken := walk.check(event):
+            raise CheckpointRefused(f"{broken} (since the checkpoint of {previous.when})")
+    return walk
+
+
+def write_checkpoint(*, restart: str = "", actor=None, now=None) -> AuditCheckpoint | None:
+    """Sign the chain's head (seq, hash, count, the first keyed seq, the time), store it in the releases storage
+    and note it here for the audit view; None while the log has no event.
+
+    The head must extend the newest stored checkpoint: the event that checkpoint names still has its hash, none
+    after it is missing, and those since verify (links, seq, keyed hashes). Otherwise ``CheckpointRefused`` and
+    nothing is written, so a checkpoint never vouches for a chain someone has cut or re-written. The first
+    checkpoint, and one started afresh with ``restart`` (the reason: the database was restored from a backup,
+    or the signing key changed), verifies the whole chain instead; a restart is an audit event naming the
+    checkpoint it leaves behind.
+    """
+    key = _signing_key()
+    previous = None
+    if restart:
+        try:
+            left = checkpoints.latest(key.public_key())
+            before = left.section() | {"name": left.name} if left else None
+        except CheckpointProblem as exc:
+            before = {"unreadable": str(exc)}
+        record(actor, "audit.checkpoint_restarted", None, before=before, after={"reason": restart})
+    else:
+        try:
+            previous = checkpoints.latest(key.public_key())
+        except CheckpointProblem as exc:
+            raise CheckpointRefused(f"{exc}; no checkpoint was written") from None
+    head = AuditEvent.objects.order_by("-seq").only("seq", "hash", "hash_version").first()
+    if previous is not None:
+        walk = _extend(previous, head)
+        count = previous.count + walk.count
+        keyed_from = previous.keyed_from if previous.keyed_from is not None else walk.first_keyed
+    elif head is None:
+        return None
+    else:
+        walk = ChainWalk()
+        for event in AuditEvent.objects.filter(seq__lte=head.seq).order_by("seq").iterator(chunk_size=2000):
+            if broken := walk.check(event):
+                raise CheckpointRefused(f"{broken}; no checkpoint was written")
+        count, keyed_from = walk.count, walk.first_keyed
+    checkpoint = Checkpoint(seq=head.seq, hash=head.hash, count=count, keyed_from=keyed_from,
+                            at=now or timezone.now())
+    name = checkpoints.store(checkpoint, key)
+    return AuditCheckpoint.objects.create(seq=checkpoint.seq, hash=checkpoint.hash, event_count=count,
+                                          keyed_from=keyed_from, created_at=checkpoint.at, name=name,
+                                          key_fingerprint=fingerprint(key.public_key()), restart_reason=restart)

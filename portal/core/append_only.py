@@ -1,4 +1,5 @@
-"""Append-only records (audit events, consent events): refused in the ORM and, on PostgreSQL, by a trigger."""
+"""Append-only records (audit events and checkpoints, consent events, agreement acceptances): refused in the ORM
+and by a trigger in the database, on PostgreSQL and on SQLite."""
 
 from __future__ import annotations
 
@@ -36,11 +37,7 @@ class AppendOnlyModel(models.Model):
         raise AppendOnlyError(f"{self._meta.verbose_name_plural} cannot be deleted{self.append_only_hint}")
 
 
-def append_only_trigger(table: str, trigger: str, what: str) -> migrations.RunPython:
-    """A migration operation that, on PostgreSQL, refuses UPDATE and DELETE of ``table`` for every client.
-
-    TRUNCATE stays possible, so test suites can still flush tables.
-    """
+def _postgresql(table: str, trigger: str, what: str) -> tuple[list[str], list[str]]:
     create = f"""
 CREATE OR REPLACE FUNCTION {trigger}() RETURNS trigger AS $$
 BEGIN
@@ -49,13 +46,38 @@ END;
 $$ LANGUAGE plpgsql;
 CREATE TRIGGER {trigger} BEFORE UPDATE OR DELETE ON {table} FOR EACH ROW EXECUTE FUNCTION {trigger}();
 """
-    drop = f"DROP TRIGGER IF EXISTS {trigger} ON {table}; DROP FUNCTION IF EXISTS {trigger}();"
+    return [create], [f"DROP TRIGGER IF EXISTS {trigger} ON {table}; DROP FUNCTION IF EXISTS {trigger}();"]
 
-    def run(sql: str):
+
+def _sqlite(table: str, trigger: str, what: str) -> tuple[list[str], list[str]]:
+    # One trigger per operation (SQLite has no TG_OP); IF NOT EXISTS, so a migration may add them to a table
+    # whose trigger an earlier migration made, whatever the database's history.
+    create = [f"CREATE TRIGGER IF NOT EXISTS {trigger}_{op.lower()} BEFORE {op} ON {table} "
+              f"BEGIN SELECT RAISE(ABORT, '{what} are append-only ({op} refused)'); END" for op in ("UPDATE", "DELETE")]
+    return create, [f"DROP TRIGGER IF EXISTS {trigger}_{op}" for op in ("update", "delete")]
+
+
+_VENDORS = {"postgresql": _postgresql, "sqlite": _sqlite}
+
+
+def append_only_trigger(table: str, trigger: str, what: str, *,
+                        vendors: tuple[str, ...] = ("postgresql", "sqlite")) -> migrations.RunPython:
+    """A migration operation that refuses UPDATE and DELETE of ``table`` for every client of the database, on the
+    ``vendors`` named (PostgreSQL: the trigger ``trigger``; SQLite: ``<trigger>_update`` and ``<trigger>_delete``).
+
+    TRUNCATE stays possible on PostgreSQL, so test suites can still flush tables; the suite's flush on SQLite
+    (DELETE) steps past the triggers as tests/conftest.py says. SQLite drops a table's triggers when a migration
+    rebuilds the table (most column changes do): such a migration must run this again afterwards
+    (tests/portal/test_append_only.py finds a table left without them).
+    """
+
+    def run(which: int):
         def apply(apps, schema_editor):
-            if schema_editor.connection.vendor == "postgresql":
-                schema_editor.execute(sql, params=None)
+            vendor = schema_editor.connection.vendor
+            if vendor in vendors and vendor in _VENDORS:
+                for sql in _VENDORS[vendor](table, trigger, what)[which]:
+                    schema_editor.execute(sql, params=None)
 
         return apply
 
-    return migrations.RunPython(run(create), run(drop))
+    return migrations.RunPython(run(0), run(1))

@@ -6,5 +6,7 @@ from portal.core.append_only import append_only_trigger
 class Migration(migrations.Migration):
     dependencies = [("studies", "0002_registry")]
     operations = [
-        append_only_trigger("studies_consentevent", "studies_consent_event_append_only", "consent events"),
+        # PostgreSQL only: SQLite's come with core 0001.
+        append_only_trigger("studies_consentevent", "studies_consent_event_append_only", "consent events",
+                            vendors=("postgresql",)),
     ]

@@ -1,18 +1,23 @@
+import base64
 import hashlib
+import hmac
 import io
 import itertools
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import DatabaseError, connection, transaction
 
 from portal.audit.models import AppendOnlyError, AuditEvent
 from portal.audit.services import ChainBreak, record, verify_chain
+from tests.portal.audit.tamper import raw as _raw
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -20,16 +25,6 @@ REPO = Path(__file__).resolve().parents[3]
 def _write_events(study, n=5):
     for i in range(n):
         record("tester", "test.event", study, before={"i": i}, after={"i": i + 1, "note": "ünïcode"})
-
-
-def _raw(sql, params=()):
-    """Tamper as a database superuser would: bypass the ORM and, on PostgreSQL, the trigger."""
-    with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            cursor.execute("ALTER TABLE audit_auditevent DISABLE TRIGGER audit_event_append_only")
-        cursor.execute(sql, params)
-        if connection.vendor == "postgresql":
-            cursor.execute("ALTER TABLE audit_auditevent ENABLE TRIGGER audit_event_append_only")
 
 
 @pytest.fixture
@@ -45,10 +40,21 @@ def test_chain_links_and_verifies(study):
     for previous, event in itertools.pairwise(events):
         assert event.prev_hash == previous.hash
     for event in events:
-        assert event.hash == hashlib.sha256(event.canonical_payload()).hexdigest()
+        # Computed here from the stored columns, not by the model: HMAC-SHA256 with the audit key over the
+        # canonical JSON (sorted keys, compact, UTF-8) of every field but the hash.
+        fields = {"seq": event.seq, "created_at": event.created_at.isoformat(timespec="microseconds"),
+                  "actor_id": event.actor_id, "actor_label": event.actor_label, "action": event.action,
+                  "study_id": event.study_id, "target_type": event.target_type, "target_id": event.target_id,
+                  "target_label": event.target_label, "before": event.before, "after": event.after,
+                  "prev_hash": event.prev_hash, "hash_version": 2}
+        payload = json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+        assert event.hash_version == 2
+        assert event.hash == hmac.new(settings.CERES_AUDIT_KEY, payload, hashlib.sha256).hexdigest()
+        assert event.hash != hashlib.sha256(payload).hexdigest()
     out = io.StringIO()
     call_command("audit_verify", stdout=out)
-    assert out.getvalue() == f"audit chain intact: {len(events)} events\n"
+    assert out.getvalue() == (f"audit chain intact: {len(events)} events; no signed checkpoint in storage yet, so "
+                              "deleted newest events would not show\n")
 
 
 def test_orm_refuses_update_and_delete(study):
@@ -74,7 +80,8 @@ def test_raw_edit_is_named_by_audit_verify(study):
 
 
 def test_raw_edit_with_a_recomputed_hash_is_named_at_the_next_event(study):
-    """An edit whose own hash was recomputed passes its own check; the next event's link gives it away."""
+    """An edit whose own hash was recomputed (even with the audit key) passes its own check; the next event's
+    link gives it away."""
     _write_events(study)
     victim = AuditEvent.objects.get(seq=3)
     follower = AuditEvent.objects.get(seq=4)
@@ -97,7 +104,8 @@ def test_relinking_the_next_event_moves_the_break_to_its_own_hash(study):
     _raw("UPDATE audit_auditevent SET actor_label = %s, hash = %s WHERE id = %s",
          [victim.actor_label, forged, victim.pk])
     _raw("UPDATE audit_auditevent SET prev_hash = %s WHERE id = %s", [forged, follower.pk])
-    assert verify_chain() == (3, ChainBreak(4, follower.pk, "content does not match its hash (edited)"))
+    assert verify_chain() == (3, ChainBreak(4, follower.pk, "content does not match its hash (edited, or re-hashed "
+                                                            "without the audit key)"))
 
 
 def test_a_changed_sequence_number_is_named(study):
@@ -126,10 +134,8 @@ def test_rolled_back_event_leaves_the_chain_whole(study):
     assert verify_chain() == (AuditEvent.objects.count(), None)
 
 
-@pytest.mark.postgres
-def test_postgres_trigger_refuses_raw_update_and_delete(study):
-    if connection.vendor != "postgresql":
-        pytest.skip("needs PostgreSQL (set DATABASE_URL)")
+def test_the_database_refuses_raw_update_and_delete(study):
+    """The trigger, for every client of the database: on PostgreSQL and on SQLite alike."""
     _write_events(study, 1)
     for sql in ("UPDATE audit_auditevent SET action = 'x'", "DELETE FROM audit_auditevent"):
         with pytest.raises(DatabaseError, match="append-only"), transaction.atomic(), connection.cursor() as cur:
@@ -150,10 +156,11 @@ for i in range(int(sys.argv[1])):
 def test_two_processes_writing_at_once_leave_one_chain():
     if connection.vendor != "postgresql":
         pytest.skip("needs PostgreSQL (set DATABASE_URL)")
-    settings = connection.settings_dict
-    host = f"{settings['HOST'] or '127.0.0.1'}:{settings['PORT'] or 5432}"
-    url = f"postgres://{settings['USER']}@{host}/{settings['NAME']}"
-    env = {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "portal.settings"}
+    database = connection.settings_dict
+    host = f"{database['HOST'] or '127.0.0.1'}:{database['PORT'] or 5432}"
+    url = f"postgres://{database['USER']}@{host}/{database['NAME']}"
+    env = {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "portal.settings",
+           "CERES_AUDIT_KEY": base64.b64encode(settings.CERES_AUDIT_KEY).decode()}  # the same key as here
     per_writer = 150
     writers = [
         subprocess.Popen([sys.executable, "-c", WRITER, str(per_writer), str(n)], cwd=REPO, env=env)

@@ -1,0 +1,210 @@
+"""A study's audit log as its audit view, its CSV export and its API read it: the study's events (``study_id``)
+filtered by object, actor, action and time, an object's history, and the chain's status.
+
+Every filter is a condition on indexed columns ending in ``seq``, so a page newest first is a range of one index
+(``AuditEvent.Meta.indexes``). Histories are the events of a few objects, found first in the small tables:
+
+- a recording, from upload to release: the events of the recording, of its episode, and of every release request
+  holding that episode, less the request's events about its other episodes (inspections and download links
+  naming another episode's folder). One-dataset downloads and what researchers did with the release afterwards
+  are not part of it;
+- a demonstrator, from consent to withdrawal: the demonstrator's own events and those of each of its consent
+  events (given, withdrawn).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta
+
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db.models import Q, QuerySet
+from django.utils import timezone
+
+from portal.audit.models import AuditCheckpoint, AuditEvent, ChainVerification
+from portal.audit.services import record
+from portal.recordings.models import Episode, Recording
+from portal.releases.models import ReleaseItem
+from portal.studies.models import ConsentEvent, Demonstrator, Study
+
+RECORDING, EPISODE = "recordings.recording", "recordings.episode"
+RELEASE_REQUEST = "releases.releaserequest"
+DEMONSTRATOR, CONSENT_EVENT = "studies.demonstrator", "studies.consentevent"
+# The kinds of object events name, offered as suggestions in the filter (any other value filters too).
+TARGET_TYPES = (RECORDING, EPISODE, RELEASE_REQUEST, DEMONSTRATOR, CONSENT_EVENT, "studies.headset",
+                "studies.consentdocument", "studies.study", "studies.datauseagreement", "access.rolegrant",
+                "research.accessrequest", "research.agreementacceptance", "research.dataset", "accounts.apitoken",
+                "auth.user")
+# The columns a list reads (never the before/after blobs) and the order every list and export uses.
+LISTED = ("seq", "created_at", "actor_label", "action", "study_id", "target_type", "target_id", "target_label")
+ORDER = ("-seq",)
+EXPORT_CHUNK = 2000
+
+
+@dataclass(frozen=True)
+class LogFilter:
+    """What a study's log is narrowed to; empty fields do not filter. ``action`` ending in ``*`` is a prefix."""
+
+    target_type: str = ""
+    target_id: str = ""
+    actor: str = ""
+    action: str = ""
+    since: date | None = None
+    until: date | None = None
+    recording: Recording | None = None
+    demonstrator: Demonstrator | None = None
+
+    def as_dict(self) -> dict:
+        """The filter as written into an export's audit event."""
+        values = {"target_type": self.target_type, "target_id": self.target_id, "actor": self.actor,
+                  "action": self.action, "since": self.since.isoformat() if self.since else "",
+                  "until": self.until.isoformat() if self.until else "",
+                  "recording": str(self.recording.uid) if self.recording else "",
+                  "demonstrator": self.demonstrator.designator if self.demonstrator else ""}
+        return {key: value for key, value in values.items() if value}
+
+
+def _day_start(day: date) -> datetime:
+    return timezone.make_aware(datetime.combine(day, time.min))
+
+
+def recording_history(recording: Recording) -> Q:
+    """The events of a recording from upload to release (the module's docstring says which)."""
+    history = Q(target_type=RECORDING, target_id=str(recording.pk))
+    episode = Episode.objects.filter(recording=recording).only("pk", "episode_index").first()
+    if episode is None:
+        return history
+    history |= Q(target_type=EPISODE, target_id=str(episode.pk))
+    requests = [str(pk) for pk in ReleaseItem.objects.filter(episode=episode).values_list("request_id", flat=True)]
+    if requests:
+        folder = episode.folder
+        about_another = ((Q(action="release.episode_inspected") & ~Q(after__episode=folder))
+                         | (Q(action="research.link_issued") & Q(after__path__startswith="episode-")
+                            & ~Q(after__path__startswith=f"{folder}/")))
+        history |= Q(target_type=RELEASE_REQUEST, target_id__in=requests) & ~about_another
+    return history
+
+
+def demonstrator_history(demonstrator: Demonstrator) -> Q:
+    """The events of a demonstrator from consent to withdrawal: its own, and its consent events'."""
+    consent = [str(pk) for pk in ConsentEvent.objects.filter(demonstrator=demonstrator).values_list("pk", flat=True)]
+    return (Q(target_type=DEMONSTRATOR, target_id=str(demonstrator.pk))
+            | Q(target_type=CONSENT_EVENT, target_id__in=consent))
+
+
+def events(study: Study, log: LogFilter = LogFilter()) -> QuerySet[AuditEvent]:
+    """The study's events narrowed by ``log``, every column; lists take ``.only(*LISTED)``. Call it inside the
+    study's scope when it names a recording or demonstrator (their related rows are study data)."""
+    found = AuditEvent.objects.filter(study_id=study.pk)
+    if log.target_type:
+        found = found.filter(target_type=log.target_type)
+    if log.target_id:
+        found = found.filter(target_id=log.target_id)
+    if log.actor:
+        found = found.filter(actor_label=log.actor)
+    if log.action.endswith("*"):
+        found = found.filter(action__startswith=log.action[:-1])
+    elif log.action:
+        found = found.filter(action=log.action)
+    # Whole days in the portal's time zone, as a range on the column.
+    if log.since:
+        found = found.filter(created_at__gte=_day_start(log.since))
+    if log.until:
+        found = found.filter(created_at__lt=_day_start(log.until + timedelta(days=1)))
+    if log.recording is not None:
+        found = found.filter(recording_history(log.recording))
+    if log.demonstrator is not None:
+        found = found.filter(demonstrator_history(log.demonstrator))
+    return found
+
+
+def whose_history(study: Study, target_type: str, target_id: str) -> tuple[str, str, str] | None:
+    """For the object an event names, the wider history it belongs to: ("recording", uid, label) for a recording
+    or its episode, ("demonstrator", designator, designator) for a demonstrator or one of its consent events;
+    None for any other object or one no longer there."""
+    if not target_id.isdigit():
+        return None
+    pk = int(target_id)
+    if target_type in (RECORDING, EPISODE):
+        recordings = Recording.objects.filter(pk=pk) if target_type == RECORDING else \
+            Recording.objects.filter(episode__pk=pk)
+        recording = recordings.only("uid", "capture_id", "original_name").first()
+        return ("recording", str(recording.uid), str(recording)) if recording else None
+    if target_type in (DEMONSTRATOR, CONSENT_EVENT):
+        demonstrators = Demonstrator.objects.filter(pk=pk) if target_type == DEMONSTRATOR else \
+            Demonstrator.objects.filter(consent_events__pk=pk)
+        demonstrator = demonstrators.only("pk", "designator").first()
+        return ("demonstrator", demonstrator.designator, demonstrator.designator) if demonstrator else None
+    return None
+
+
+# --- the CSV export -----------------------------------------------------------------------------------------
+
+CSV_COLUMNS = ("seq", "time", "actor", "actor_id", "action", "target_type", "target_id", "target", "before", "after",
+               "hash")
+# A spreadsheet reads a cell starting with one of these as a formula: such a cell is written with a leading '.
+_FORMULA = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _cell(value) -> str:
+    text = "" if value is None else str(value)
+    return f"'{text}" if text.startswith(_FORMULA) else text
+
+
+def _json(value) -> str:
+    return "" if value is None else json.dumps(value, sort_keys=True, ensure_ascii=False, cls=DjangoJSONEncoder)
+
+
+def head_seq() -> int:
+    return AuditEvent.objects.order_by("-seq").values_list("seq", flat=True).first() or 0
+
+
+def csv_lines(found: QuerySet[AuditEvent], *, upto: int) -> Iterator[str]:
+    """``found`` (newest first, events up to ``upto``) as CSV lines, read in chunks of the list's own order: every
+    matching event, however many, with a bounded read at a time."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+
+    def line(values) -> str:
+        buffer.seek(0)
+        buffer.truncate()
+        writer.writerow(values)
+        return buffer.getvalue()
+
+    yield line(CSV_COLUMNS)
+    below = upto + 1
+    while chunk := list(found.filter(seq__lt=below).order_by(*ORDER)[:EXPORT_CHUNK]):
+        for event in chunk:
+            yield line([event.seq, event.created_at.isoformat(timespec="microseconds"), _cell(event.actor_label),
+                        event.actor_id if event.actor_id is not None else "", _cell(event.action),
+                        _cell(event.target_type), _cell(event.target_id), _cell(event.target_label),
+                        _json(event.before), _json(event.after), event.hash])
+        below = chunk[-1].seq
+
+
+def export_csv(user, study: Study, log: LogFilter) -> Iterator[str]:
+    """The study's events narrowed by ``log`` as CSV lines, up to the newest event at this moment; the export
+    itself is an audit event (who, which filters, up to which seq), just after what it exports."""
+    upto = head_seq()
+    record(user, "audit.exported", study, after={"filters": log.as_dict(), "upto_seq": upto})
+    return csv_lines(events(study, log).defer("prev_hash"), upto=upto)
+
+
+# --- the chain's status -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ChainStatus:
+    verification: ChainVerification | None
+    checkpoint: AuditCheckpoint | None
+
+
+def chain_status() -> ChainStatus:
+    """The newest full verification and the newest checkpoint the portal noted (the audit view shows both)."""
+    return ChainStatus(
+        verification=ChainVerification.objects.order_by("-started_at", "-pk").first(),
+        checkpoint=AuditCheckpoint.objects.order_by("-created_at", "-pk").only("seq", "created_at", "name").first())

@@ -1,0 +1,9 @@
+from django.urls import path
+
+from portal.audit import views
+
+urlpatterns = [
+    path("", views.audit_list, name="audit-list"),
+    path("export.csv", views.audit_export, name="audit-export"),
+    path("<int:seq>/", views.audit_event, name="audit-event"),
+]
