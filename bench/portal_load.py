@@ -43,7 +43,7 @@ sys.path.insert(0, str(REPO))
 class Endpoint:
     name: str
     path: str
-    who: str = "coordinator"  # whose session: coordinator or admin
+    who: str = "coordinator"  # whose session: coordinator, ethics, researcher or admin
     concurrent: bool = False  # also measured with many clients at once
 
 
@@ -101,14 +101,19 @@ def _prepare(args) -> tuple[dict[str, str], list[Endpoint]]:
     from django.test import Client
     from django_scopes import scope
 
+    from portal.audit.models import AuditEvent
     from portal.core.pagination import Keyset
     from portal.recordings.models import Episode, Recording
+    from portal.releases.models import ReleaseItem, ReleaseRequest
     from portal.studies.models import Demonstrator, Headset, Study
 
     study = Study.objects.get(code=args.study)
     User = get_user_model()
     cookies = {}
-    for who, username in (("coordinator", f"{study.code}-coordinator"), ("admin", f"{study.code}-admin")):
+    for who in ("coordinator", "ethics", "researcher", "admin"):
+        username = f"{study.code}-{who}"
+        if not User.objects.filter(username=username).exists():
+            continue  # a study seeded without releases has no researcher
         client = Client()
         client.force_login(User.objects.get(username=username))
         cookies[who] = client.cookies["sessionid"].value
@@ -125,6 +130,16 @@ def _prepare(args) -> tuple[dict[str, str], list[Endpoint]]:
         recordings_1000 = deep(Recording.objects.all(), ("-created_at", "-pk"))
         episodes_1000 = deep(Episode.objects.all(), ("-episode_index",))
         api_episodes_1000 = deep(Episode.objects.all(), ("episode_index",))
+        events = AuditEvent.objects.filter(study_id=study.pk)
+        audit_1000 = deep(events, ("-seq",))
+        actor = f"{study.code}-coordinator"
+        audit_actor_1000 = deep(events.filter(actor_label=actor), ("-seq",), 5_000)
+        requests_ = ReleaseRequest.objects.all()
+        releases_deep = deep(requests_, ("-number",), max(1, min(450, requests_.count())))
+        released = ReleaseItem.objects.filter(request__state=ReleaseRequest.State.RELEASED)
+        browse_deep = deep(released, ("-request_id", "-episode_index"), max(1, min(1000, released.count())))
+        last_release = requests_.filter(state=ReleaseRequest.State.RELEASED).order_by("-number").first()
+        awaiting = requests_.filter(state=ReleaseRequest.State.AWAITING_APPROVAL).order_by("-number").first()
     base = f"/studies/{study.code}"
     api = f"/api/studies/{study.code}"
     endpoints = [
@@ -150,6 +165,17 @@ def _prepare(args) -> tuple[dict[str, str], list[Endpoint]]:
         Endpoint("API episodes page 1000", f"{api}/episodes/?cursor={api_episodes_1000}", concurrent=True),
         Endpoint("API demonstrators", f"{api}/demonstrators/", concurrent=True),
         Endpoint("API headsets", f"{api}/headsets/"),
+        Endpoint("releases list", f"{base}/releases/", concurrent=True),
+        Endpoint("releases deep page", f"{base}/releases/?cursor={releases_deep}"),
+        Endpoint("releases ?state=awaiting_approval (ethics)", f"{base}/releases/?state=awaiting_approval",
+                 who="ethics", concurrent=True),
+        Endpoint("audit view", f"{base}/audit/", concurrent=True),
+        Endpoint("audit view page 1000", f"{base}/audit/?cursor={audit_1000}", concurrent=True),
+        Endpoint("audit view ?action=recording.*", f"{base}/audit/?action=recording.%2A"),
+        Endpoint("audit view ?actor= page 100", f"{base}/audit/?actor={actor}&cursor={audit_actor_1000}"),
+        Endpoint("API audit events", f"{api}/audit-events/", concurrent=True),
+        Endpoint("API audit events page 1000", f"{api}/audit-events/?cursor={audit_1000}"),
+        Endpoint("API release requests", f"{api}/release-requests/"),
         Endpoint("admin audit events", "/admin/audit/auditevent/", who="admin", concurrent=True),
         Endpoint("admin audit events page 5000", "/admin/audit/auditevent/?p=5000", who="admin", concurrent=True),
         Endpoint("admin audit events ?action=", "/admin/audit/auditevent/?action=recording.quarantined",
@@ -157,6 +183,24 @@ def _prepare(args) -> tuple[dict[str, str], list[Endpoint]]:
         Endpoint("admin recordings", "/admin/recordings/recording/", who="admin", concurrent=True),
         Endpoint("admin episodes", "/admin/recordings/episode/", who="admin"),
     ]
+    if awaiting is not None:
+        endpoints.append(Endpoint("release detail awaiting approval (ethics)", f"{base}/releases/{awaiting.number}/",
+                                  who="ethics"))
+    if "researcher" in cookies and last_release is not None:
+        endpoints += [
+            Endpoint("research home (researcher)", "/research/", who="researcher"),
+            Endpoint("browse released (researcher)", f"{base}/released/", who="researcher", concurrent=True),
+            Endpoint("browse released deep page", f"{base}/released/?cursor={browse_deep}", who="researcher"),
+            Endpoint("browse released ?release=", f"{base}/released/?release={last_release.number}",
+                     who="researcher"),
+            Endpoint("released release page", f"{base}/released/{last_release.number}/", who="researcher"),
+            Endpoint("my links (researcher)", "/research/links/", who="researcher"),
+            Endpoint("API releases (researcher)", f"{api}/releases/", who="researcher", concurrent=True),
+            Endpoint("API released episodes (researcher)", f"{api}/released-episodes/", who="researcher",
+                     concurrent=True),
+            Endpoint("API released episodes deep", f"{api}/released-episodes/?cursor={browse_deep}",
+                     who="researcher"),
+        ]
     return cookies, endpoints
 
 

@@ -37,6 +37,11 @@ def stream_digest(stream: IO[bytes], copy_to: IO[bytes] | None = None) -> tuple[
     return sha.hexdigest(), size
 
 
+def bytes_digest(data: bytes) -> tuple[str, int]:
+    """SHA-256 (lowercase hex) and length in bytes of a byte string held in memory."""
+    return hashlib.sha256(data).hexdigest(), len(data)
+
+
 def file_digest(path: Path, copy_to: Path | None = None) -> tuple[str, int]:
     """SHA-256 (lowercase hex) and length in bytes of one file; with ``copy_to``, the file is copied there (a
     new file) as it is read."""
@@ -83,6 +88,42 @@ def verify_artefacts(root: Path, receipt_name: str) -> list[str]:
     return check_artefacts(root, receipt_name)[0]
 
 
+def read_artefacts(data: bytes) -> dict[str, dict[str, Any]]:
+    """A receipt's artefacts by path, in the receipt's order, from the receipt's bytes; ``ValueError`` saying
+    what is wrong when they are not a receipt."""
+    try:
+        receipt: Any = json.loads(data)
+        artefacts = {a["path"]: a for a in receipt["artefacts"]}
+        if not all(isinstance(name, str) for name in artefacts):
+            raise TypeError("an artefact path is not a string")
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"unreadable receipt: {exc}") from None
+    return artefacts
+
+
+def listing_problems(
+    artefacts: Mapping[str, Any], present: Iterable[str], *, names: Iterable[str] | None = None, noun: str = "file"
+) -> list[str]:
+    """What the receipt's list and the names held beside it (``present``, the receipt aside) disagree on: a
+    held ``noun`` the receipt does not list, an artefact (of ``names``, all by default) that is not held."""
+    present = set(present)
+    problems = [f"{name}: extra {noun} not in the receipt" for name in sorted(present - artefacts.keys())]
+    wanted = artefacts.keys() if names is None else set(names) & artefacts.keys()
+    return problems + [f"{name}: missing" for name in sorted(wanted - present)]
+
+
+def digest_problems(artefacts: Mapping[str, Mapping[str, Any]], digests: Mapping[str, tuple[str, int]]) -> list[str]:
+    """Where the SHA-256 and size read of each artefact (``digests``, by path) differ from the receipt's."""
+    problems = []
+    for name, (sha256, size) in sorted(digests.items()):
+        artefact = artefacts[name]
+        if size != artefact.get("bytes"):
+            problems.append(f"{name}: {size} bytes, receipt says {artefact.get('bytes')}")
+        if sha256 != artefact.get("sha256"):
+            problems.append(f"{name}: SHA-256 {sha256} does not match the receipt")
+    return problems
+
+
 def check_artefacts(
     root: Path,
     receipt_name: str,
@@ -93,33 +134,29 @@ def check_artefacts(
     checked), also returning the digest and size of each file read. ``copies`` maps artefacts to new
     files they are written to while they are hashed, so each byte is read once; a copy is good only
     when no problem is found."""
-    root = Path(root)
+    problems, artefacts, regular = _plan(Path(root), receipt_name, names)
+    digests = dict(zip(regular, _digests(Path(root), regular, copies), strict=True))
+    return problems + digest_problems(artefacts, digests), digests
+
+
+def _plan(
+    root: Path, receipt_name: str, names: Iterable[str] | None = None
+) -> tuple[list[str], dict[str, dict[str, Any]], list[str]]:
+    """What can be told of a folder against its receipt without reading the files: the problems of its
+    listing, the receipt's artefacts and the regular files among ``names`` (all by default) to hash."""
     try:
-        receipt: Any = json.loads((root / receipt_name).read_bytes())
-        artefacts = {a["path"]: a for a in receipt["artefacts"]}
-        if not all(isinstance(name, str) for name in artefacts):
-            raise TypeError("an artefact path is not a string")
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        return [f"{receipt_name}: unreadable receipt: {exc}"], {}
+        artefacts = read_artefacts((root / receipt_name).read_bytes())
+    except OSError as exc:
+        return [f"{receipt_name}: unreadable receipt: {exc}"], {}, []
+    except ValueError as exc:
+        return [f"{receipt_name}: {exc}"], {}, []
     present = set(folder_files(root)) - {receipt_name}
-    problems = [f"{name}: extra file not in the receipt" for name in sorted(present - artefacts.keys())]
-    regular = []
-    for name in sorted(artefacts if names is None else set(names) & artefacts.keys()):
-        path = root / name
-        if name not in present:
-            problems.append(f"{name}: missing")
-        elif path.is_symlink() or not path.is_file():
-            problems.append(f"{name}: not a regular file")
-        else:
-            regular.append(name)
-    digests = dict(zip(regular, _digests(root, regular, copies), strict=True))
-    for name, (sha256, size) in digests.items():
-        artefact = artefacts[name]
-        if size != artefact.get("bytes"):
-            problems.append(f"{name}: {size} bytes, receipt says {artefact.get('bytes')}")
-        if sha256 != artefact.get("sha256"):
-            problems.append(f"{name}: SHA-256 {sha256} does not match the receipt")
-    return problems, digests
+    names = sorted(artefacts if names is None else set(names) & artefacts.keys())
+    problems = listing_problems(artefacts, present, names=names)
+    held = [name for name in names if name in present]
+    irregular = [name for name in held if (root / name).is_symlink() or not (root / name).is_file()]
+    problems += [f"{name}: not a regular file" for name in irregular]
+    return problems, artefacts, [name for name in held if name not in irregular]
 
 
 def write_receipt(shard_dir: Path, *, episode_id: str, episode_index: int, created_at: str) -> bytes:
@@ -142,3 +179,14 @@ def write_receipt(shard_dir: Path, *, episode_id: str, episode_index: int, creat
 def verify_shard(shard_dir: Path) -> list[str]:
     """Problems of an episode shard against its receipt; empty means intact."""
     return verify_artefacts(Path(shard_dir), RECEIPT)
+
+
+def verify_shards(shard_dirs: Iterable[Path]) -> dict[Path, list[str]]:
+    """``verify_shard`` of many shards at once: the files of every shard hashed on one pool of threads (the
+    hashing releases the GIL, so a few files are read and hashed side by side, whatever shard they are in)."""
+    plans = {shard: _plan(shard, RECEIPT) for shard in map(Path, shard_dirs)}
+    work = [(shard, name) for shard, (_, _, regular) in plans.items() for name in regular]
+    with ThreadPoolExecutor(max_workers=_HASH_THREADS) as pool:
+        digests = dict(zip(work, pool.map(lambda job: file_digest(job[0] / job[1]), work), strict=True))
+    return {shard: problems + digest_problems(artefacts, {name: digests[(shard, name)] for name in regular})
+            for shard, (problems, artefacts, regular) in plans.items()}

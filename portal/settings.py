@@ -8,18 +8,17 @@ variables, ``CERES_SECRET_KEY``, ``CERES_ALLOWED_HOSTS`` and ``CERES_HTTPS=1``; 
 
 from __future__ import annotations
 
-import base64
-import binascii
 import secrets
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 from kombu import Exchange, Queue
 
 from exporter import limits as source_limits
-from portal.env import env_bool, env_choice, env_int, env_list, env_rate, env_str, env_url
+from portal.env import env_bool, env_choice, env_int, env_key, env_list, env_rate, env_str, env_url, kept_secret
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(env_str("CERES_DATA_DIR", str(BASE_DIR / "var")))
@@ -35,12 +34,7 @@ def _secret_key() -> str:
             raise ImproperlyConfigured("CERES_SECRET_KEY must be at least 50 characters with 5 distinct ones")
         return key
     # No key given: keep one per data folder, so sessions survive restarts on a dev machine.
-    path = DATA_DIR / "secret-key"
-    if not path.exists():
-        DATA_DIR.mkdir(parents=True, exist_ok=True)
-        path.write_text(secrets.token_urlsafe(64))
-        path.chmod(0o600)
-    return path.read_text().strip()
+    return kept_secret(DATA_DIR / "secret-key", lambda: secrets.token_urlsafe(64))
 
 
 SECRET_KEY = _secret_key()
@@ -66,6 +60,8 @@ INSTALLED_APPS = [
     "portal.access",
     "portal.recordings",
     "portal.releases",
+    "portal.research",
+    "portal.fixity",
     # After axes: its failed-login handler has marked a locked-out request when ours audits it.
     "portal.accounts",
 ]
@@ -89,6 +85,7 @@ MIDDLEWARE = [
 ]
 
 ROOT_URLCONF = "portal.urls"
+CSRF_FAILURE_VIEW = "portal.core.views.csrf_failure"  # the portal's 403 page instead of Django's bare one
 WSGI_APPLICATION = "portal.wsgi.application"
 
 TEMPLATES = [
@@ -152,6 +149,9 @@ WHITENOISE_USE_FINDERS = True
 # --- storage --------------------------------------------------------------------------------
 # Three private storages: capture sources (and consent documents), episode shards, releases.
 STORAGE_BACKEND = env_choice("CERES_STORAGE", "local", ("local", "s3"))
+# Every object link the portal gives out (S3 presigned, or signed by the portal on local folders) expires
+# after this many seconds.
+CERES_DOWNLOAD_LINK_SECONDS = env_int("CERES_DOWNLOAD_LINK_SECONDS", 300, minimum=10, maximum=3600)
 STORAGE_NAMES = ("captures", "shards", "releases")
 
 
@@ -173,8 +173,8 @@ def _storage(name: str) -> dict:
             "signature_version": "s3v4",
             "default_acl": "private",
             "querystring_auth": True,
-            "querystring_expire": env_int("CERES_DOWNLOAD_LINK_SECONDS", 300, minimum=10, maximum=3600),
-            "file_overwrite": False,
+            "querystring_expire": CERES_DOWNLOAD_LINK_SECONDS,
+            "file_overwrite": True,  # a PUT replaces whole: no existence check before each (storage.put)
         },
     }
 
@@ -205,7 +205,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS = (
         "store_processed": False,
     }
     if CELERY_BROKER_URL.startswith("filesystem")
-    else {"visibility_timeout": env_int("CERES_TASK_VISIBILITY_TIMEOUT", 3 * 3600, minimum=60)}
+    else {"visibility_timeout": env_int("CERES_TASK_VISIBILITY_TIMEOUT", 3 * 3600, minimum=10)}
 )
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
@@ -224,13 +224,48 @@ CELERY_TASK_QUEUES = [Queue(name, Exchange(name), routing_key=name)
                       for name in (CELERY_TASK_DEFAULT_QUEUE, CERES_HEAVY_QUEUE)]
 CELERY_TASK_ROUTES = {name: {"queue": CERES_HEAVY_QUEUE}
                       for name in ("recordings.export_recording", "recordings.verify_episode",
-                                   "releases.inspect_request", "releases.publish_release")}
+                                   "releases.inspect_request", "releases.publish_release", "research.build_dataset",
+                                   "audit.verify_chain", "fixity.run_slice")}
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
+# Signed checkpoints of the audit chain's head (seq, hash, time), written to the releases storage under this prefix
+# every so many minutes; `audit_verify` checks the chain against the newest (docs/architecture.md, "Audit log").
+CERES_AUDIT_CHECKPOINT_MINUTES = env_int("CERES_AUDIT_CHECKPOINT_MINUTES", 60, minimum=1, maximum=24 * 60)
+CERES_AUDIT_CHECKPOINT_PREFIX = env_str("CERES_AUDIT_CHECKPOINT_PREFIX", "audit/checkpoints").strip("/") + "/"
 CELERY_BEAT_SCHEDULE: dict = {
     "recordings-poll-inbox": {"task": "recordings.poll_inbox", "schedule": 60.0},
     "recordings-purge-audio": {"task": "recordings.purge_expired_audio", "schedule": 3600.0},
     "recordings-reverify-shards": {"task": "recordings.reverify_shards", "schedule": 24 * 3600.0},
+    "audit-write-checkpoint": {"task": "audit.write_checkpoint", "schedule": CERES_AUDIT_CHECKPOINT_MINUTES * 60.0},
+    "audit-verify-chain": {"task": "audit.verify_chain", "schedule": 24 * 3600.0},
 }
+# Fixity (docs/fixity.md): every stored shard and released object is re-hashed, and every folder listed for orphans,
+# once every CERES_FIXITY_DAYS days, a slice at a time: CERES_FIXITY_RUNS_PER_DAY runs a day, each checking one of
+# days * runs-per-day slices.
+CERES_FIXITY_DAYS = env_int("CERES_FIXITY_DAYS", 7, minimum=1, maximum=366)
+CERES_FIXITY_RUNS_PER_DAY = env_int("CERES_FIXITY_RUNS_PER_DAY", 24, minimum=1, maximum=1440)
+CELERY_BEAT_SCHEDULE["fixity-run-slice"] = {"task": "fixity.run_slice",
+                                            "schedule": 24 * 3600.0 / CERES_FIXITY_RUNS_PER_DAY}
+
+# --- email -----------------------------------------------------------------------------------
+# Alerts are emailed to the study's coordinators and ethics officers. The console backend (the default) writes
+# each message to the worker's log; smtp sends it through CERES_EMAIL_HOST.
+EMAIL_BACKEND = {
+    "console": "django.core.mail.backends.console.EmailBackend",
+    "smtp": "django.core.mail.backends.smtp.EmailBackend",
+}[env_choice("CERES_EMAIL_BACKEND", "console", ("console", "smtp"))]
+EMAIL_HOST = env_str("CERES_EMAIL_HOST", "localhost", required=EMAIL_BACKEND.endswith("smtp.EmailBackend"))
+EMAIL_PORT = env_int("CERES_EMAIL_PORT", 587, minimum=1, maximum=65535)
+EMAIL_HOST_USER = env_str("CERES_EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_str("CERES_EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("CERES_EMAIL_USE_TLS", True)  # STARTTLS on the submission port
+EMAIL_USE_SSL = env_bool("CERES_EMAIL_USE_SSL", False)  # TLS from the first byte (port 465)
+if EMAIL_USE_TLS and EMAIL_USE_SSL:
+    raise ImproperlyConfigured("CERES_EMAIL_USE_TLS and CERES_EMAIL_USE_SSL cannot both be on; set one to 0")
+EMAIL_TIMEOUT = env_int("CERES_EMAIL_TIMEOUT", 30, minimum=1)
+DEFAULT_FROM_EMAIL = env_str("CERES_EMAIL_FROM", "CERES Portal <ceres@localhost>")
+SERVER_EMAIL = DEFAULT_FROM_EMAIL
+# The portal's address as its users reach it, for links in emails (no trailing slash).
+CERES_PORTAL_URL = env_url("CERES_PORTAL_URL", "http://127.0.0.1:8000", schemes=("http", "https")).rstrip("/")
 
 # --- REST API -------------------------------------------------------------------------------
 REST_FRAMEWORK = {
@@ -254,7 +289,7 @@ REST_FRAMEWORK = {
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "CERES Portal API",
-    "DESCRIPTION": "Study registry, recordings, episodes and releases of the CERES portal.",
+    "DESCRIPTION": "Study registry, recordings, episodes, releases and researcher access of the CERES portal.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
@@ -264,6 +299,13 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "RecordingStateEnum": "portal.recordings.models.Recording.State",
         "ReleaseRequestStateEnum": "portal.releases.models.ReleaseRequest.State",
+        "RecordingViaEnum": "portal.recordings.models.Recording.Via",
+        "LinkViaEnum": "portal.research.models.IssuedLink.Via",
+        "AccessRequestStateEnum": "portal.research.models.AccessRequest.State",
+        "DatasetStateEnum": "portal.research.models.Dataset.State",
+        "AlertStateEnum": "portal.fixity.models.Alert.State",
+        "AlertKindEnum": "portal.fixity.models.Alert.Kind",
+        "FixityProblemKindEnum": "portal.fixity.models.FixityProblem.Kind",
     },
 }
 
@@ -295,6 +337,19 @@ if HTTPS:
 
 # Content-Security-Policy on every response: scripts, styles, fonts and images from the portal only,
 # no inline script or style, no framing. Swagger UI draws its icons as data: images.
+def _download_origins() -> list[str]:
+    """Where signed download links point besides the portal: the releases bucket's S3 origin."""
+    if STORAGE_BACKEND != "s3":
+        return []
+    options = STORAGES["releases"]["OPTIONS"]
+    endpoint = options["endpoint_url"]
+    if endpoint is None:  # AWS itself: the bucket's host depends on the region
+        return ["https://*.amazonaws.com"]
+    parts = urlsplit(endpoint)
+    host = parts.netloc if options["addressing_style"] == "path" else f"{options['bucket_name']}.{parts.netloc}"
+    return [f"{parts.scheme}://{host}"]
+
+
 CONTENT_SECURITY_POLICY = {
     "DIRECTIVES": {
         "default-src": ["'self'"],
@@ -305,7 +360,9 @@ CONTENT_SECURITY_POLICY = {
         "connect-src": ["'self'"],
         "object-src": ["'none'"],
         "base-uri": ["'self'"],
-        "form-action": ["'self'"],
+        # A download button posts to the portal, which answers with a redirect to the object's signed link:
+        # on S3 that link is on the storage's origin, which the form's redirect must be allowed to reach.
+        "form-action": ["'self'", *_download_origins()],
         "frame-ancestors": ["'none'"],
     },
 }
@@ -350,28 +407,9 @@ OTP_TOTP_ISSUER = env_str("CERES_TOTP_ISSUER", "CERES Portal")
 CERES_TOKEN_DAYS = env_int("CERES_TOKEN_DAYS", 90, minimum=1, maximum=366)
 CERES_TOKENS_PER_USER = env_int("CERES_TOKENS_PER_USER", 10, minimum=1)
 
-
-def _audio_master_key() -> bytes:
-    """The key that wraps every recording's audio key: base64 of 32 bytes."""
-    value = env_str("CERES_AUDIO_MASTER_KEY")
-    if value is None:
-        # No key given: keep one per data folder (dev machines), like the secret key.
-        path = DATA_DIR / "audio-master-key"
-        if not path.exists():
-            DATA_DIR.mkdir(parents=True, exist_ok=True)
-            path.write_text(base64.b64encode(secrets.token_bytes(32)).decode())
-            path.chmod(0o600)
-        value = path.read_text().strip()
-    try:
-        key = base64.b64decode(value, validate=True)
-    except binascii.Error:
-        raise ImproperlyConfigured("CERES_AUDIO_MASTER_KEY is not valid base64") from None
-    if len(key) != 32:
-        raise ImproperlyConfigured(f"CERES_AUDIO_MASTER_KEY must be base64 of 32 bytes, not {len(key)}")
-    return key
-
-
-CERES_AUDIO_MASTER_KEY = _audio_master_key()
+# The key that wraps every recording's audio key. Without it (dev machines) one is kept in the data folder, like
+# the secret key.
+CERES_AUDIO_MASTER_KEY = env_key("CERES_AUDIO_MASTER_KEY", size=32, kept_in=DATA_DIR / "audio-master-key")
 # A folder polled by Celery beat for capture sources: <inbox>/<study code>/<folder or .zip>. With S3 storage
 # the inbox is the prefix "inbox/<study code>/" of the captures bucket instead.
 CERES_INBOX_DIR = env_str("CERES_INBOX_DIR", str(DATA_DIR / "inbox"))
@@ -382,35 +420,32 @@ CERES_MAX_SOURCE_ENTRIES = env_int("CERES_MAX_SOURCE_ENTRIES", source_limits.MAX
                                    maximum=source_limits.MAX_SOURCE_ENTRIES)
 CERES_EXPORT_LEASE_SECONDS = env_int("CERES_EXPORT_LEASE_SECONDS", 600, minimum=1)
 
-
-def _signing_key() -> bytes:
-    """The Ed25519 key that signs release manifests: base64 of its 32-byte private seed."""
-    value = env_str("CERES_SIGNING_KEY")
-    if value is None:
-        # No key given: keep one per data folder (dev machines), like the secret key. A deployment sets it
-        # (`check --deploy` says so): every web and worker process must sign with the same key.
-        path = DATA_DIR / "signing-key"
-        if not path.exists():
-            DATA_DIR.mkdir(parents=True, exist_ok=True)
-            path.write_text(base64.b64encode(secrets.token_bytes(32)).decode())
-            path.chmod(0o600)
-        value = path.read_text().strip()
-    try:
-        key = base64.b64decode(value, validate=True)
-    except binascii.Error:
-        raise ImproperlyConfigured("CERES_SIGNING_KEY is not valid base64") from None
-    if len(key) != 32:
-        raise ImproperlyConfigured(f"CERES_SIGNING_KEY must be base64 of a 32-byte Ed25519 seed, not {len(key)} bytes")
-    return key
-
-
-CERES_SIGNING_KEY = _signing_key()
+# The Ed25519 key that signs release manifests: its 32-byte private seed. Without it (dev machines) one is kept in
+# the data folder, like the secret key. A deployment sets it (`check --deploy` says so): every web and worker
+# process must sign with the same key.
+CERES_SIGNING_KEY = env_key("CERES_SIGNING_KEY", size=32, kept_in=DATA_DIR / "signing-key",
+                            what="a 32-byte Ed25519 seed")
 CERES_SIGNING_KEY_FROM_ENV = env_str("CERES_SIGNING_KEY") is not None
+# The key of the audit chain's keyed hashes (HMAC-SHA256; docs/architecture.md, "Audit log"): base64 of 32 bytes.
+# It lives here, not in the database, so a database-only attacker cannot re-make an event's hash. Every web and
+# worker process must hold the same key (`check --deploy` warns without the variable); without it (dev machines)
+# one is kept in the data folder, like the secret key.
+CERES_AUDIT_KEY = env_key("CERES_AUDIT_KEY", size=32, kept_in=DATA_DIR / "audit-key")
+CERES_AUDIT_KEY_FROM_ENV = env_str("CERES_AUDIT_KEY") is not None
 # Releases: how recent a shard's receipt verification must be for the gate, how long a second factor
-# counts as fresh for an approval, and a running release's heartbeat lease.
+# counts as fresh for an approval, a running release's heartbeat lease and its copies at once.
 CERES_RELEASE_RECEIPT_MAX_AGE_HOURS = env_int("CERES_RELEASE_RECEIPT_MAX_AGE_HOURS", 48, minimum=1)
 CERES_APPROVAL_SECOND_FACTOR_MINUTES = env_int("CERES_APPROVAL_SECOND_FACTOR_MINUTES", 10, minimum=1, maximum=720)
 CERES_RELEASE_LEASE_SECONDS = env_int("CERES_RELEASE_LEASE_SECONDS", 600, minimum=1)
+# How many objects a release copies at once (bench/release.py measures the choice).
+CERES_RELEASE_THREADS = env_int("CERES_RELEASE_THREADS", 8, minimum=1, maximum=64)
+# Researcher access: the longest grant a coordinator or ethics officer may give at once; how long a download
+# link lives (S3 presigned, or a portal link on local storage); how many links one request may ask for; the
+# largest one-dataset download, and its build's heartbeat lease.
+CERES_ACCESS_MAX_DAYS = env_int("CERES_ACCESS_MAX_DAYS", 365, minimum=1, maximum=3660)
+CERES_LINKS_PER_REQUEST = env_int("CERES_LINKS_PER_REQUEST", 1000, minimum=1, maximum=10000)
+CERES_DATASET_MAX_EPISODES = env_int("CERES_DATASET_MAX_EPISODES", 1000, minimum=1)
+CERES_DATASET_LEASE_SECONDS = env_int("CERES_DATASET_LEASE_SECONDS", 600, minimum=1)
 
 LOGGING = {
     "version": 1,

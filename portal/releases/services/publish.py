@@ -11,24 +11,29 @@ checked. A released request is never touched again.
 
 from __future__ import annotations
 
-import hashlib
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
+from pathlib import Path
 
 from django.conf import settings
 from django.core.files.base import ContentFile
-from django.core.files.storage import Storage
 from django.db import transaction
 from django.utils import timezone
 
+from exporter.receipt import bytes_digest
 from exporter.release import MANIFEST, SIGNATURE
 from portal.access.models import Role
 from portal.access.permissions import has_role
 from portal.audit.services import record
 from portal.core import queue, storage
-from portal.releases.exceptions import ObjectMismatch, ReleaseBusy, ReleaseError
+from portal.core.errors import LeaseBusy
+from portal.core.states import lock_fresh
+from portal.core.storage import ObjectMismatch
+from portal.releases.exceptions import ReleaseError
 from portal.releases.models import Release, ReleaseRequest
-from portal.releases.services import manifest
-from portal.releases.services.requests import lock_fresh, set_state
+from portal.releases.services import gate, manifest
+from portal.releases.services.requests import set_state
 
 State = ReleaseRequest.State
 
@@ -42,7 +47,7 @@ def claim_release(request_id: int) -> ReleaseRequest | None:
         now = timezone.now()
         release = Release.objects.select_for_update().filter(request=request).first()
         if release is not None and release.lease_until is not None and release.lease_until > now:
-            raise ReleaseBusy((release.lease_until - now).total_seconds())
+            raise LeaseBusy("release", (release.lease_until - now).total_seconds())
         if release is None:
             total = sum(len(files) for files in request.items.values_list("files", flat=True)) + 2
             release = Release(study=request.study, request=request, prefix=request.prefix, objects_total=total)
@@ -63,21 +68,6 @@ def _heartbeat(release: Release, copied: int, found: int) -> None:
     Release.objects.filter(pk=release.pk).update(objects_copied=copied, objects_found=found, lease_until=lease)
 
 
-def _matches(target: Storage, name: str, sha256: str, size: int) -> bool:
-    try:
-        return storage.digest(target, name) == (sha256, size)
-    except FileNotFoundError:
-        return False
-
-
-def _place(target: Storage, name: str, sha256: str, size: int, content) -> None:
-    """Store ``content`` under ``name`` and check the stored object, re-read, against the digest."""
-    storage.put(target, name, content)
-    if not _matches(target, name, sha256, size):
-        target.delete(name)
-        raise ObjectMismatch(f"{name}: the stored copy does not match its receipt")
-
-
 def publish_release(request_id: int) -> ReleaseRequest | None:
     """Copy, check, sign, check again, and only then mark the request released. An object that does not match
     its receipt, or a shard object gone, fails the release visibly; storage errors propagate (the task retries)."""
@@ -85,41 +75,66 @@ def publish_release(request_id: int) -> ReleaseRequest | None:
     if request is None:
         return None
     try:
+        _require_consent(request)
         _publish(request)
-    except (ObjectMismatch, FileNotFoundError) as exc:
+    except (ObjectMismatch, FileNotFoundError, ConsentGone) as exc:
         fail_release(request, f"release failed: {exc}")
     return request
+
+
+class ConsentGone(Exception):
+    """An episode of an approved request lost its consent (a withdrawal) before it was released."""
+
+
+def _require_consent(request: ReleaseRequest) -> None:
+    """A withdrawal between approval and release stops the release: consent and withdrawal are checked again."""
+    items = list(request.items.select_related("episode__recording__demonstrator"))
+    checks = gate.consent_checks([item.episode.recording for item in items])
+    failing = [f"{item.folder}: {check.detail}" for item in items for check in checks[item.episode.recording_id]
+               if not check.passed]
+    if failing:
+        raise ConsentGone("; ".join(failing))
 
 
 def _publish(request: ReleaseRequest) -> None:
     release = Release.objects.get(request=request)
     shards, releases = storage.shards(), storage.releases()
+    # One listing first: an object not there yet (every object, on a first attempt) is copied without a read.
+    present = set(storage.walk(releases, release.prefix))
+    copies = [(item.episode.prefix + entry["path"], f"{release.prefix}{item.folder}/{entry['path']}", entry)
+              for item in request.items.select_related("episode__study") for entry in item.files]
+    expected = {name for _, name, _ in copies}
+
+    def place(copy: tuple[str, str, dict]) -> bool:
+        """Copy one object unless it is in place already; whether it was. Storage only: runs on the pool."""
+        source, name, entry = copy
+        if name in present and storage.matches(releases, name, entry["sha256"], entry["bytes"]):
+            return True
+        _copy(shards, source, releases, name, entry)
+        return False
+
     copied = found = 0
-    expected = set()
-    for item in request.items.select_related("episode__study"):
-        for entry in item.files:
-            name = f"{release.prefix}{item.folder}/{entry['path']}"
-            expected.add(name)
-            if _matches(releases, name, entry["sha256"], entry["bytes"]):
-                found += 1
-            else:
-                source = item.episode.prefix + entry["path"]
-                with shards.open(source, "rb") as stream:
-                    _place(releases, name, entry["sha256"], entry["bytes"], stream)
-                if storage.digest(shards, source) != (entry["sha256"], entry["bytes"]):
-                    releases.delete(name)
-                    raise ObjectMismatch(f"{source}: the stored shard no longer matches its receipt")
-            copied += 1
-            _heartbeat(release, copied, found)
+    # Objects are copied side by side (each large one also in parts, by boto3's transfer manager); progress
+    # and the lease are written from this thread, which alone uses the database. The first error stops the
+    # job (the copies not started are dropped, those under way finish) and the task retries.
+    with ThreadPoolExecutor(max_workers=settings.CERES_RELEASE_THREADS, thread_name_prefix="release") as pool:
+        try:
+            for in_place in pool.map(place, copies):
+                copied += 1
+                found += in_place
+                _heartbeat(release, copied, found)
+        except BaseException:
+            pool.shutdown(cancel_futures=True)
+            raise
     data, signature = _sign_once(request)
     for filename, content in ((MANIFEST, data), (SIGNATURE, signature)):
         name = release.prefix + filename
         expected.add(name)
-        sha256, size = _digest_bytes(content)
-        if _matches(releases, name, sha256, size):
+        sha256, size = bytes_digest(content)
+        if storage.matches(releases, name, sha256, size):
             found += 1
         else:
-            _place(releases, name, sha256, size, ContentFile(content))
+            storage.put_checked(releases, name, ContentFile(content), sha256, size)
         copied += 1
         _heartbeat(release, copied, found)
     present = set(storage.walk(releases, release.prefix))
@@ -137,8 +152,16 @@ def _publish(request: ReleaseRequest) -> None:
                          "manifest_sha256": release.manifest_sha256, "key_fingerprint": release.key_fingerprint})
 
 
-def _digest_bytes(content: bytes) -> tuple[str, int]:
-    return hashlib.sha256(content).hexdigest(), len(content)
+def _copy(shards, source: str, releases, name: str, entry: dict) -> None:
+    """One shard object into the release: fetched to a scratch file (streamed, hashed as it comes, so memory
+    stays flat however large the video), checked against the receipt, stored, and the copy read back and checked."""
+    with tempfile.TemporaryDirectory(prefix="ceres-release-") as scratch:
+        local = Path(scratch) / "object"
+        try:
+            storage.fetch_checked(shards, source, local, entry["sha256"], entry["bytes"])
+        except ObjectMismatch:
+            raise ObjectMismatch(f"{source}: the stored shard does not match its receipt") from None
+        storage.put_checked(releases, name, local, entry["sha256"], entry["bytes"])
 
 
 def _sign_once(request: ReleaseRequest) -> tuple[bytes, bytes]:
@@ -150,7 +173,7 @@ def _sign_once(request: ReleaseRequest) -> tuple[bytes, bytes]:
         now = timezone.now()
         data, signature = manifest.signed_manifest(request, released_at=now)
         release.manifest, release.signature = data, signature
-        release.manifest_sha256 = _digest_bytes(data)[0]
+        release.manifest_sha256 = bytes_digest(data)[0]
         release.key_fingerprint = manifest.key_fingerprint()
         release.signed_at = now
         release.save(update_fields=["manifest", "signature", "manifest_sha256", "key_fingerprint", "signed_at"])

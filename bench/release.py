@@ -1,0 +1,232 @@
+"""Release upload benchmark (prints figures; not a test).
+
+    eval "$(bash infra/swift/start.sh)"        # the S3 gateway; or any S3 through the CERES_S3_* variables
+    pip install awscli                          # the baseline's `aws` command
+    .venv/bin/python bench/release.py [--episodes 8] [--seconds 60] [--size 640x360] [--repeat 3]
+                                      [--threads 8]
+
+Exports ``--episodes`` generated captures through the portal's own pipeline (a study of its own on SQLite in
+a scratch folder, new buckets on the gateway), asks for ``--repeat`` releases of all of them and has two
+officers approve each. Then, in alternating paired runs:
+
+- **the release job**: ``publish_release``, what the heavy worker runs: every shard object fetched from the
+  shards bucket and checked against its receipt, uploaded to the releases bucket (``--threads`` objects at
+  once, each large one in parts by boto3's transfer manager), read back and checked, then the signed manifest;
+- **its upload alone**: the same files from a local folder into the releases bucket with the portal's
+  ``storage.put`` on the same pool of threads, nothing fetched or read back;
+- **the baseline**: ``aws s3 cp --recursive`` of that local folder to the same gateway (awscli's defaults:
+  10 requests at once, 8 MiB parts).
+
+Prints the bytes, each run's seconds and MB/s, the medians, and the ratios baseline / portal (at least 1.0
+means the portal is as fast).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import redirect_stdout
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+
+def _environment(scratch: Path, threads: int) -> dict[str, str]:
+    """The portal's settings for this run: its own data folder (SQLite, the filesystem broker) and new buckets."""
+    if not os.environ.get("CERES_S3_ENDPOINT_URL"):
+        raise SystemExit('set the CERES_S3_* variables: eval "$(bash infra/swift/start.sh)"')
+    run = uuid.uuid4().hex[:8]
+    env = {"CERES_DATA_DIR": str(scratch / "data"), "CERES_STORAGE": "s3", "CERES_RELEASE_THREADS": str(threads),
+           "DJANGO_SETTINGS_MODULE": "portal.settings"}
+    for name in ("captures", "shards", "releases"):
+        env[f"CERES_S3_BUCKET_{name.upper()}"] = f"ceres-bench-{run}-{name}"
+    for name in ("DATABASE_URL", "CELERY_BROKER_URL"):
+        os.environ.pop(name, None)
+    os.environ.update(env)
+    return env
+
+
+def _buckets() -> None:
+    from django.conf import settings
+
+    from portal.core import storage
+
+    for name in settings.STORAGE_NAMES:
+        getattr(storage, name)().bucket.create()
+
+
+def _remove_buckets() -> None:
+    from django.conf import settings
+
+    from portal.core import storage
+
+    for name in settings.STORAGE_NAMES:
+        bucket = getattr(storage, name)().bucket
+        bucket.objects.all().delete()
+        bucket.delete()
+
+
+def _episodes(scratch: Path, count: int, seconds: float, size: tuple[int, int]):
+    """``count`` episodes of the demo study, captured, ingested, exported and verified by the pipeline."""
+    from django.core.management import call_command
+    from django_scopes import scope
+
+    from exporter.generate import generate_capture
+    from portal.recordings.demo import demo_registry
+    from portal.recordings.models import Episode
+    from portal.recordings.services.export import export_recording
+    from portal.recordings.services.ingest import ingest_path
+    from portal.recordings.services.verification import verify_episode
+
+    with redirect_stdout(io.StringIO()):
+        call_command("migrate", verbosity=0)
+        call_command("demo_setup")
+    registry = demo_registry()
+    episodes = []
+    with scope(study=registry.study):
+        for i in range(count):
+            capture = generate_capture(scratch / "captures" / f"capture-{i:03d}", seconds=seconds, seed=100 + i,
+                                       width=size[0], height=size[1], study=registry.study_block())
+            recording = ingest_path(registry.coordinator, registry.study, capture)
+            export_recording(recording.pk)
+            episode = Episode.objects.select_related("recording").get(recording=recording)
+            verify_episode(episode)
+            episodes.append(episode)
+            print(f"  episode {i + 1}/{count} exported and verified", flush=True)
+    return registry, episodes
+
+
+def _approved_requests(registry, episodes, count: int):
+    from django.contrib.auth import get_user_model
+    from django_scopes import scope
+
+    from portal.releases.services import gate, requests
+    from portal.releases.services.approval import approve
+
+    User = get_user_model()
+    officers = [User.objects.get(username=name) for name in ("ethics1", "ethics2")]
+    made = []
+    with scope(study=registry.study):
+        for n in range(count):
+            request = requests.create_request(registry.coordinator, registry.study, episodes=episodes,
+                                              purpose=f"bench run {n}")
+            gate.inspect_request(request)
+            requests.submit(registry.coordinator, request)
+            request.refresh_from_db()
+            for officer in officers:
+                approve(officer, request, manifest_sha256=request.manifest_sha256)
+            made.append(request)
+    return made
+
+
+def _local_copy(request, folder: Path) -> list[tuple[Path, str]]:
+    """The release's shard files in a local folder laid out as the release is (episode-NNNNNN/...)."""
+    from portal.core import storage
+
+    shards, files = storage.shards(), []
+    for item in request.items.select_related("episode"):
+        for entry in item.files:
+            path = folder / item.folder / entry["path"]
+            storage.fetch(shards, item.episode.prefix + entry["path"], path)
+            files.append((path, f"{item.folder}/{entry['path']}"))
+    return files
+
+
+def _publish(request) -> float:
+    from django_scopes import scope
+
+    from portal.releases.models import ReleaseRequest
+    from portal.releases.services import publish
+
+    started = time.perf_counter()
+    with scope(study=request.study):
+        publish.publish_release(request.pk)
+    took = time.perf_counter() - started
+    state = ReleaseRequest.objects.get(pk=request.pk).state
+    if state != ReleaseRequest.State.RELEASED:
+        raise SystemExit(f"release {request.number} ended {state}")
+    return took
+
+
+def _upload(files: list[tuple[Path, str]], prefix: str, threads: int) -> float:
+    from portal.core import storage
+
+    releases = storage.releases()
+    started = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        list(pool.map(lambda file: storage.put(releases, prefix + file[1], file[0]), files))
+    return time.perf_counter() - started
+
+
+def _aws(folder: Path, prefix: str) -> float:
+    from django.conf import settings
+
+    options = settings.STORAGES["releases"]["OPTIONS"]
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": options["access_key"], "AWS_SECRET_ACCESS_KEY": options["secret_key"],
+           "AWS_DEFAULT_REGION": options["region_name"]}
+    command = ["aws", "s3", "cp", "--recursive", "--only-show-errors", "--endpoint-url", options["endpoint_url"],
+               str(folder), f"s3://{options['bucket_name']}/{prefix}"]
+    started = time.perf_counter()
+    subprocess.run(command, check=True, env=env)
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--episodes", type=int, default=8)
+    parser.add_argument("--seconds", type=float, default=60.0, help="length of each generated capture")
+    parser.add_argument("--size", default="640x360", help="camera frame size")
+    parser.add_argument("--repeat", type=int, default=3, help="paired runs")
+    parser.add_argument("--threads", type=int, default=8, help="CERES_RELEASE_THREADS of the release job")
+    args = parser.parse_args()
+    size = tuple(int(v) for v in args.size.split("x"))
+
+    with tempfile.TemporaryDirectory(prefix="ceres-bench-release-") as scratch_name:
+        scratch = Path(scratch_name)
+        _environment(scratch, args.threads)
+        import django
+
+        django.setup()
+        _buckets()
+        try:
+            _run(args, scratch, size)
+        finally:
+            _remove_buckets()
+
+
+def _run(args, scratch: Path, size: tuple[int, int]) -> None:
+    print(f"# release: {args.episodes} episodes of {args.seconds:g} s at {args.size}, {args.threads} threads, "
+          f"load average {os.getloadavg()[0]:.1f}", flush=True)
+    registry, episodes = _episodes(scratch, args.episodes, args.seconds, size)
+    requests_ = _approved_requests(registry, episodes, args.repeat)
+    files = _local_copy(requests_[0], scratch / "folder")
+    total = sum(path.stat().st_size for path, _ in files)
+    print(f"# {len(files)} objects, {total / 1e6:.1f} MB per release (+ manifest and signature)\n", flush=True)
+    print("| run | release job s | its upload alone s | aws s3 cp s |")
+    print("| --- | --- | --- | --- |")
+    job, upload, aws = [], [], []
+    for n, request in enumerate(requests_):
+        job.append(_publish(request))
+        upload.append(_upload(files, f"bench-put-{n}/", args.threads))
+        aws.append(_aws(scratch / "folder", f"bench-aws-{n}/"))
+        print(f"| {n + 1} | {job[-1]:.2f} | {upload[-1]:.2f} | {aws[-1]:.2f} |", flush=True)
+    med = {name: statistics.median(values) for name, values in (("job", job), ("upload", upload), ("aws", aws))}
+    print()
+    for name, label in (("job", "release job"), ("upload", "its upload alone"), ("aws", "aws s3 cp")):
+        print(f"{label}: median {med[name]:.2f} s, {total / med[name] / 1e6:.1f} MB/s")
+    print(f"aws / release job: {med['aws'] / med['job']:.2f}x (goal >= 1.0)")
+    print(f"aws / upload alone: {med['aws'] / med['upload']:.2f}x")
+    print(f"load average after: {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()
