@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import os
+import uuid
 from datetime import datetime
 from pathlib import Path
 
@@ -16,6 +18,60 @@ def pytest_configure(config: pytest.Config) -> None:
     from tests import skip_policy
 
     skip_policy.configure(config)
+    if worker := os.environ.get("PYTEST_XDIST_WORKER"):
+        _buckets_of_worker(worker)
+
+
+def _buckets_of_worker(worker: str) -> None:
+    """Run in parallel (``pytest -n``), each worker process has S3 buckets of its own: tests that share a prefix
+    (the demo study's, a study code made from the time) never meet. Made here, before any storage is opened,
+    for this process's storages and (through the environment) for the worker processes its tests start."""
+    from django.conf import settings
+
+    if settings.STORAGE_BACKEND != "s3":
+        return  # local folders: each test's are its own already
+    import boto3
+    from botocore.exceptions import ClientError
+
+    client = None
+    for name in settings.STORAGE_NAMES:
+        options = settings.STORAGES[name]["OPTIONS"]
+        bucket = options["bucket_name"] = f"{options['bucket_name']}-{worker}"
+        os.environ[f"CERES_S3_BUCKET_{name.upper()}"] = bucket
+        client = client or boto3.client(
+            "s3", endpoint_url=options["endpoint_url"], aws_access_key_id=options["access_key"],
+            aws_secret_access_key=options["secret_key"], region_name=options["region_name"])
+        try:
+            client.create_bucket(Bucket=bucket)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
+                raise
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _flush_past_append_only_triggers():
+    """A transactional test (``transaction=True``, ``live_server``) ends with Django's flush, which on SQLite empties
+    each table with DELETE: the append-only triggers would refuse it. Here the SQLite backend's flush SQL drops the
+    triggers of the tables it empties first and makes them again after, in the flush's one transaction, so the
+    tables are emptied and no test ever runs without the triggers. PostgreSQL's flush is TRUNCATE, which its
+    triggers let through. Only the test suite does this: ``manage.py flush`` on a SQLite portal is refused."""
+    from django.db.backends.sqlite3.base import DatabaseOperations  # (the base first: it imports the operations)
+
+    flush = DatabaseOperations.sql_flush
+
+    @functools.wraps(flush)  # __wrapped__: Django's own, for the test that shows what it does
+    def sql_flush(self, style, tables, *, reset_sequences=False, allow_cascade=False):
+        statements = flush(self, style, tables, reset_sequences=reset_sequences, allow_cascade=allow_cascade)
+        if not statements:
+            return statements
+        with self.connection.cursor() as cursor:
+            cursor.execute("SELECT name, tbl_name, sql FROM sqlite_master WHERE type = 'trigger' ORDER BY name")
+            triggers = [(name, sql) for name, table, sql in cursor.fetchall() if table in tables]
+        return [*(f'DROP TRIGGER "{name}"' for name, _ in triggers), *statements, *(sql for _, sql in triggers)]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(DatabaseOperations, "sql_flush", sql_flush)
+        yield
 
 
 @pytest.fixture(scope="session")
@@ -33,6 +89,13 @@ def _fresh_cache():
     cache.clear()
 
 
+@pytest.fixture(autouse=True)
+def _own_audit_checkpoints(settings):
+    """Each test reads and writes signed audit checkpoints of its own: its database starts empty, so another test's
+    checkpoint (in a shared S3 bucket, or a running portal's in the data folder) would name events it never had."""
+    settings.CERES_AUDIT_CHECKPOINT_PREFIX = f"audit/checkpoints-test-{uuid.uuid4().hex}/"
+
+
 @pytest.fixture
 def demo(db):
     """The demo study with one user per role (coordinator, ethics1, ethics2, researcher; password ceres-demo-<name>)."""
@@ -41,7 +104,23 @@ def demo(db):
     from portal.studies.models import Study
 
     call_command("demo_setup", stdout=open(os.devnull, "w"))  # noqa: SIM115
+    _clear_demo_objects()
     return Study.objects.get(code="demo")
+
+
+def _clear_demo_objects() -> None:
+    """Every test makes its own demo study, but on S3 the buckets are shared by the whole run: objects an
+    earlier test stored under the demo study's prefixes (its release-0001, say) would be taken for another's."""
+    from django.conf import settings
+    from django.core.files.storage import storages
+
+    from portal.core import storage
+
+    if settings.STORAGE_BACKEND != "s3":
+        return
+    for name, prefix in (("captures", "demo/"), ("shards", "demo/"), ("releases", "releases/demo/"),
+                         ("releases", "datasets/demo/")):
+        storage.delete_prefix(storages[name], prefix)
 
 
 @pytest.fixture
