@@ -38,7 +38,7 @@ from exporter.jsonfile import write_json
 from exporter.modes import publish_modes
 from exporter.receipt import RECEIPT, build_artefacts, check_artefacts, file_digest, verify_artefacts
 from exporter.shard import rfc3339
-from exporter.stats import QUANTILES, ColumnScratch, collect, dimension_stats, feature_stats
+from exporter.stats import ColumnScratch, collect, dimension_stats, feature_stats, pooled_image_stats
 from exporter.task_table import read_tasks
 
 EPISODE_METADATA = "ceres/episode-metadata.json"
@@ -549,40 +549,12 @@ def _dataset_stats(shards: list[_Shard], gathered: _DatasetStats) -> dict[str, d
     stats = {}
     for name, spec in shards[0].info["features"].items():
         if spec["dtype"] == "video":
-            stats[name] = _pooled_video_stats(
+            stats[name] = pooled_image_stats(
                 [json.loads((s.path / "meta/stats.json").read_text(encoding="utf-8"))[name] for s in shards]
             )
         else:
             stats[name] = gathered.stats(name)
     return stats
-
-
-def _pooled_video_stats(per_episode: list[dict[str, list]]) -> dict[str, list]:
-    """Combine per-episode sampled-frame statistics, each frame weighted equally.
-
-    min/max/mean/std are exact over the union of the sampled frames (the shards agree on the
-    resolution, so every frame has the same number of pixels). Quantiles cannot be recovered from
-    summaries: they are the count-weighted mean of the per-episode quantiles, as LeRobot's own
-    ``aggregate_stats`` does.
-    """
-    counts = np.array([s["count"][0] for s in per_episode], dtype=np.float64)
-    weights = (counts / counts.sum()).reshape(-1, 1, 1, 1)
-
-    def stacked(stat: str) -> np.ndarray:
-        return np.array([s[stat] for s in per_episode], dtype=np.float64)
-
-    means = stacked("mean")
-    mean = (weights * means).sum(axis=0)
-    variance = (weights * (stacked("std") ** 2 + (means - mean) ** 2)).sum(axis=0)
-    pooled = {
-        "min": stacked("min").min(axis=0).tolist(),
-        "max": stacked("max").max(axis=0).tolist(),
-        "mean": mean.tolist(),
-        "std": np.sqrt(variance).tolist(),
-        "count": [int(counts.sum())],
-    }
-    pooled.update({key: (weights * stacked(key)).sum(axis=0).tolist() for key in QUANTILES})
-    return pooled
 
 
 def _assembly(shards: list[_Shard], episodes: list[AssembledEpisode], created: datetime) -> dict[str, Any]:

@@ -37,12 +37,13 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from exporter.receipt import verify_shard
+    from exporter.receipt import verify_shards
 
-    problems = verify_shard(args.shard_dir)
-    for problem in problems:
-        print(problem)
-    return 1 if problems else 0
+    found = verify_shards(args.shard_dir)
+    for shard, problems in found.items():
+        for problem in problems:
+            print(problem if len(found) == 1 else f"{shard}: {problem}")
+    return 1 if any(found.values()) else 0
 
 
 def _verify_release(args: argparse.Namespace) -> int:
@@ -58,6 +59,12 @@ def _verify_release(args: argparse.Namespace) -> int:
     except ReleaseProblem as exc:
         print(f"problem: {exc}")
         return 1
+    if "dataset" in manifest:
+        dataset = manifest["dataset"]
+        print(f"dataset {dataset['dataset_id']} of study {dataset['study']}: signature valid "
+              f"(key {fingerprint(public_key)}), {len(dataset['episodes'])} episodes, "
+              f"{len(manifest_files(manifest))} files match the manifest")
+        return 0
     release = manifest["release"]
     print(f"release {release['release_id']} of study {release['study']}: signature valid "
           f"(key {fingerprint(public_key)}), {len(release['episodes'])} episodes, "
@@ -79,15 +86,18 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("--study-json", type=Path, help="study block from the portal's registry")
     export.set_defaults(run=_export)
 
-    verify = commands.add_parser("verify", help="check a shard against its receipt")
-    verify.add_argument("shard_dir", type=Path)
+    verify = commands.add_parser("verify", help="check shards against their receipts")
+    verify.add_argument("shard_dir", type=Path, nargs="+", metavar="SHARD_DIR",
+                        help="episode shards; their files are hashed side by side")
     verify.set_defaults(run=_verify)
 
     verify_release = commands.add_parser(
-        "verify-release", help="check a downloaded release against its signed manifest",
-        description="Check the Ed25519 signature of FOLDER/release-manifest.json and every file it lists. "
-                    "Exit 0 when all is intact, 1 naming the first problem, 2 for a bad key.")
-    verify_release.add_argument("folder", type=Path, help="the release folder (holding release-manifest.json)")
+        "verify-release", help="check a downloaded release or dataset against its signed manifest",
+        description="Check the Ed25519 signature of FOLDER/release-manifest.json (or dataset-manifest.json) and "
+                    "every file it lists. Exit 0 when all is intact, 1 naming the first problem, 2 for a bad key.")
+    verify_release.add_argument("folder", type=Path,
+                                help="the release or dataset folder (holding release-manifest.json or "
+                                     "dataset-manifest.json)")
     verify_release.add_argument("--public-key", required=True,
                                 help="the portal's release key: a PEM file, or base64 of the raw 32 bytes")
     verify_release.set_defaults(run=_verify_release)

@@ -30,6 +30,7 @@ import av
 import numpy as np
 
 from exporter.errors import SourceError
+from exporter.jsonfile import write_json
 from exporter.source import check_study_block
 
 CAMERA_KINDS = ("mp4", "webm", "none")
@@ -177,7 +178,7 @@ def generate_capture(
             write_microphone(staging / microphone_file, seconds, seed)
         spec_version = f"1.{seed % 5}.0"
         if task_spec:
-            _write_json(staging / "task-specification.json", task_specification(attempts, spec_version))
+            write_json(staging / "task-specification.json", task_specification(attempts, spec_version))
         manifest = capture_manifest(
             capture_id=capture_id,
             recorded_at=recorded_at,
@@ -193,7 +194,7 @@ def generate_capture(
             calibration=calibration,
             rng=rng,
         )
-        _write_json(staging / "capture.json", manifest)
+        write_json(staging / "capture.json", manifest)
         if zip_output:
             archive = staging / "capture.zip"
             _zip_folder(staging, archive, out_dir.name, recorded_at)
@@ -215,7 +216,9 @@ def study_block(
 ) -> dict:
     """The recorder's study block of capture.json (capture-source.md): what it claims about the recording.
 
-    A blank `demonstrator_id` asks the portal to assign a designator. SourceError names a bad value.
+    A blank `demonstrator_id` claims no demonstrator: the portal quarantines such a recording until a
+    coordinator registers one for it (with a generated designator), records their consent and re-checks it.
+    SourceError names a bad value.
     """
     block = {
         "headset_id": headset_id,
@@ -647,10 +650,6 @@ def task_specification(attempts: list[Attempt], version: str) -> dict:
         "steps": [{"task": task, "repetitions": 2, "max_seconds": 30.0, "tolerance_m": 1e-05} for task in tasks],
         "notes": "Hold each pose ≥ 1 s; retry freely.",
     }
-
-
-def _write_json(path: Path, value: dict) -> None:
-    path.write_text(json.dumps(value, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def _zip_folder(folder: Path, archive: Path, root_name: str, recorded_at: datetime) -> None:

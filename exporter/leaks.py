@@ -1,4 +1,5 @@
-"""The raw identifiers a capture source holds, and the search for them in an exported shard.
+"""The raw identifiers a capture source holds (``capture_identifiers`` reads them from its ``capture.json``), and
+the search for them in an exported shard.
 
 A shard never holds a value the capture source held under ``device_id`` or ``user_agent`` (shard.md
 section 8). ``find_leaks`` checks that on the shard's bytes, not on what the exporter meant to write:
@@ -19,6 +20,7 @@ import pyarrow.parquet as pq
 
 from exporter.journal import DROPPED_KEYS
 from exporter.receipt import folder_files
+from exporter.source import MANIFEST, parse_json
 
 MIN_VALUE_BYTES = 8
 
@@ -41,6 +43,12 @@ def raw_identifiers(capture: Any, where: str = "") -> dict[str, str]:
             for text, origin in raw_identifiers(value, f"{where}[{number}]").items():
                 found.setdefault(text, origin)
     return found
+
+
+def capture_identifiers(capture_json: Path) -> dict[str, str]:
+    """``raw_identifiers`` of a capture source's ``capture.json`` file, read as the source reader reads it
+    (``SourceError`` when it is not such JSON)."""
+    return raw_identifiers(parse_json(Path(capture_json).read_bytes(), MANIFEST))
 
 
 def _texts(value: Any) -> Iterator[str]:

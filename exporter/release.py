@@ -1,9 +1,11 @@
-"""Release manifests: the one definition of ``release-manifest.json``, its Ed25519 signature
-``release-manifest.json.sig``, and the check of a downloaded release folder against both.
+"""Signed manifests: the one definition of ``release-manifest.json`` (a release of episode shards) and of
+``dataset-manifest.json`` (a one-dataset download: released episodes assembled as one LeRobot dataset), their
+Ed25519 signatures (``<manifest>.sig``), and the check of a downloaded folder against both.
 
-The portal builds manifests through ``release_section`` and ``manifest_bytes`` and signs them with ``sign``;
-``python -m exporter verify-release FOLDER --public-key KEY`` checks them with nothing but the public key.
-The format is written down in the project's docs (``docs/releases.md``).
+The portal builds manifests through ``release_section``/``manifest_bytes`` and ``dataset_section``/
+``dataset_manifest_bytes`` and signs them with ``sign``; ``python -m exporter verify-release FOLDER --public-key
+KEY`` checks either kind with nothing but the public key. The formats are written down in the project's docs
+(``docs/releases.md``, ``docs/research.md``).
 """
 
 import base64
@@ -23,6 +25,10 @@ from exporter.receipt import RECEIPT, file_digest, folder_files
 MANIFEST = "release-manifest.json"
 SIGNATURE = "release-manifest.json.sig"
 SCHEMA = "ceres-release-manifest"
+DATASET_MANIFEST = "dataset-manifest.json"
+DATASET_SIGNATURE = "dataset-manifest.json.sig"
+DATASET_SCHEMA = "ceres-dataset-manifest"
+DATASET_RECEIPT = "ceres/dataset-receipt.json"
 VERSION = 1
 
 
@@ -35,11 +41,12 @@ def episode_folder(episode_index: int) -> str:
 
 
 def release_section(*, study: str, release_id: str, purpose: str, requested_by: str, requested_at: str,
-                    episodes: list[dict[str, Any]]) -> dict[str, Any]:
+                    episodes: list[dict[str, Any]], supersedes: str | None = None) -> dict[str, Any]:
     """What ethics officers are shown and approve. ``episodes``: ``episode_index``, ``episode_id``,
     ``receipt_sha256`` and ``files`` (the shard's files, receipt included: ``path`` relative to the shard,
-    ``bytes``, ``sha256``). File paths become relative to the release folder."""
-    return {
+    ``bytes``, ``sha256``). File paths become relative to the release folder. ``supersedes``: the release this
+    one replaces after a withdrawal (absent otherwise, so other manifests keep their bytes)."""
+    section = {
         "study": study,
         "release_id": release_id,
         "purpose": purpose,
@@ -59,6 +66,9 @@ def release_section(*, study: str, release_id: str, purpose: str, requested_by: 
             for episode in sorted(episodes, key=lambda episode: episode["episode_index"])
         ],
     }
+    if supersedes is not None:
+        section["supersedes"] = supersedes
+    return section
 
 
 def section_digest(release: dict[str, Any]) -> str:
@@ -82,8 +92,61 @@ def manifest_bytes(*, release: dict[str, Any], approvals: list[dict[str, Any]], 
 
 
 def manifest_files(manifest: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every file of the release the manifest lists (not the manifest and its signature), in order."""
+    """Every file of the release or dataset the manifest lists (not the manifest and its signature), in order."""
+    if manifest.get("schema") == DATASET_SCHEMA:
+        return list(manifest["dataset"]["files"])
     return [item for episode in manifest["release"]["episodes"] for item in episode["files"]]
+
+
+TOMBSTONE_SCHEMA = "ceres-release-tombstone"
+
+
+def tombstone_bytes(*, study: str, release_id: str | None, dataset_id: str | None, episodes_removed: list[int],
+                    removed_at: str, reason: str, superseded_by: str | None) -> bytes:
+    """A tombstone's exact bytes: which study episode indexes left a release (or that a dataset was removed),
+    when, why, and the release that replaces it. Content-free by construction: no designator, no headset, no
+    value of the episodes."""
+    return json_bytes({
+        "schema": TOMBSTONE_SCHEMA,
+        "version": VERSION,
+        "study": study,
+        "release_id": release_id,
+        "dataset_id": dataset_id,
+        "episodes_removed": sorted(episodes_removed),
+        "removed_at": removed_at,
+        "reason": reason,
+        "superseded_by": superseded_by,
+    })
+
+
+def dataset_section(*, study: str, dataset_id: str, created_at: str, episodes: list[dict[str, Any]],
+                    files: list[dict[str, Any]], dataset_receipt_sha256: str) -> dict[str, Any]:
+    """What a one-dataset download holds. ``episodes``: ``episode_index`` (in the dataset), ``episode_id``,
+    ``source_release``, ``source_episode_index`` and ``source_receipt_sha256``; ``files``: every file of the
+    assembled dataset (``path`` relative to its folder, ``bytes``, ``sha256``), its receipt included."""
+    return {
+        "study": study,
+        "dataset_id": dataset_id,
+        "created_at": created_at,
+        "episodes": sorted(({key: episode[key] for key in ("episode_index", "episode_id", "source_release",
+                                                            "source_episode_index", "source_receipt_sha256")}
+                            for episode in episodes), key=lambda episode: episode["episode_index"]),
+        "files": [{"path": item["path"], "bytes": item["bytes"], "sha256": item["sha256"]}
+                  for item in sorted(files, key=lambda item: item["path"])],
+        "dataset_receipt_sha256": dataset_receipt_sha256,
+    }
+
+
+def dataset_manifest_bytes(*, dataset: dict[str, Any], signed_at: str, audit_chain_head: dict[str, Any]) -> bytes:
+    """The dataset manifest's exact bytes (what its signature covers)."""
+    return json_bytes({
+        "schema": DATASET_SCHEMA,
+        "version": VERSION,
+        "dataset": dataset,
+        "manifest_sha256": section_digest(dataset),
+        "signed_at": signed_at,
+        "audit_chain_head": audit_chain_head,
+    })
 
 
 # --- keys and signatures --------------------------------------------------------------------------
@@ -137,68 +200,115 @@ def load_public_key(key: str) -> Ed25519PublicKey:
 # --- verification of a downloaded release ---------------------------------------------------------
 
 
-def _safe_path(name: Any) -> str:
-    if not isinstance(name, str) or not name:
-        raise ReleaseProblem(f"{MANIFEST}: a file path is not a non-empty string: {name!r}")
-    parts = PurePosixPath(name).parts
-    if name.startswith("/") or "\\" in name or any(part in ("..", ".") for part in parts):
-        raise ReleaseProblem(f"{MANIFEST}: file path {name!r} leaves the release folder")
-    return name
-
-
 def verify_release(folder: Path, public_key: Ed25519PublicKey) -> dict[str, Any]:
-    """Check a release folder: the signature over the manifest's exact bytes, the approvals' digests, and
-    every file (the set of files, each length and SHA-256, each episode's receipt digest). Returns the
-    manifest; raises ``ReleaseProblem`` naming the first problem."""
+    """Check a downloaded release or dataset folder: the signature over the manifest's exact bytes, and every
+    file (the set of files, each length and SHA-256; each episode's receipt digest, or the dataset receipt's).
+    For a release also that every approval names the manifest's digest. Returns the manifest; raises
+    ``ReleaseProblem`` naming the first problem."""
     folder = Path(folder)
+    kind = DATASET_MANIFEST if (folder / DATASET_MANIFEST).exists() and not (folder / MANIFEST).exists() \
+        else MANIFEST
+    manifest = read_signed_manifest(folder / kind, public_key)
+    check_files(folder, manifest)
+    return manifest
+
+
+def read_signed_manifest(path: Path, public_key: Ed25519PublicKey, *, signature: bytes | None = None) \
+        -> dict[str, Any]:
+    """The manifest at ``path`` once its signature (``<path>.sig``, or ``signature``) checks with ``public_key``
+    and its own digests agree; ``ReleaseProblem`` otherwise."""
+    path = Path(path)
+    name, signature_name = path.name, f"{path.name}.sig"
     try:
-        data = (folder / MANIFEST).read_bytes()
+        data = path.read_bytes()
     except OSError:
-        raise ReleaseProblem(f"{MANIFEST}: missing from {folder}") from None
-    try:
-        signature = (folder / SIGNATURE).read_bytes()
-    except OSError:
-        raise ReleaseProblem(f"{SIGNATURE}: missing from {folder}") from None
+        raise ReleaseProblem(f"{name}: missing from {path.parent}") from None
+    if signature is None:
+        try:
+            signature = path.with_name(signature_name).read_bytes()
+        except OSError:
+            raise ReleaseProblem(f"{signature_name}: missing from {path.parent}") from None
+    return parse_signed_manifest(data, signature, public_key, name=name)
+
+
+def parse_signed_manifest(data: bytes, signature: bytes, public_key: Ed25519PublicKey, *,
+                          name: str = MANIFEST) -> dict[str, Any]:
+    """Check ``signature`` over ``data`` and parse the manifest (a release's or a dataset's)."""
     try:
         public_key.verify(signature, data)
     except InvalidSignature:
-        raise ReleaseProblem(f"{SIGNATURE}: the signature does not match {MANIFEST} and this public key "
+        raise ReleaseProblem(f"{name}.sig: the signature does not match {name} and this public key "
                              f"(fingerprint {fingerprint(public_key)})") from None
     try:
         manifest = json.loads(data)
-        if manifest.get("schema") != SCHEMA or manifest.get("version") != VERSION:
-            raise ValueError(f"schema {manifest.get('schema')!r} version {manifest.get('version')!r}, "
-                             f"expected {SCHEMA!r} version {VERSION}")
-        shown = section_digest(manifest["release"])
+        schema = manifest.get("schema")
+        if schema not in (SCHEMA, DATASET_SCHEMA) or manifest.get("version") != VERSION:
+            raise ValueError(f"schema {schema!r} version {manifest.get('version')!r}, expected {SCHEMA!r} or "
+                             f"{DATASET_SCHEMA!r} version {VERSION}")
+        section = manifest["release" if schema == SCHEMA else "dataset"]
+        shown = section_digest(section)
         files = manifest_files(manifest)
-        approvals = manifest["approvals"]
+        approvals = manifest["approvals"] if schema == SCHEMA else []
+        for item in files:
+            _safe_path(item.get("path"), name)
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise ReleaseProblem(f"{MANIFEST}: not a release manifest ({exc})") from None
+        raise ReleaseProblem(f"{name}: not a release or dataset manifest ({exc})") from None
     if manifest.get("manifest_sha256") != shown:
-        raise ReleaseProblem(f"{MANIFEST}: manifest_sha256 does not match its release section")
+        kind = "release" if schema == SCHEMA else "dataset"
+        raise ReleaseProblem(f"{name}: manifest_sha256 does not match its {kind} section")
     for approval in approvals:
         if approval.get("manifest_sha256") != shown:
-            raise ReleaseProblem(f"{MANIFEST}: the approval of {approval.get('officer')!r} names another "
+            raise ReleaseProblem(f"{name}: the approval of {approval.get('officer')!r} names another "
                                  f"manifest ({approval.get('manifest_sha256')})")
-    listed = {_safe_path(item.get("path")): item for item in files}
-    present = set(folder_files(folder)) - {MANIFEST, SIGNATURE}
+    return manifest
+
+
+def _safe_path(name: Any, manifest: str = MANIFEST) -> str:
+    if not isinstance(name, str) or not name:
+        raise ReleaseProblem(f"{manifest}: a file path is not a non-empty string: {name!r}")
+    parts = PurePosixPath(name).parts
+    if name.startswith("/") or "\\" in name or any(part in ("..", ".") for part in parts) \
+            or name in (MANIFEST, SIGNATURE, DATASET_MANIFEST, DATASET_SIGNATURE):
+        raise ReleaseProblem(f"{manifest}: file path {name!r} leaves the folder or names a manifest")
+    return name
+
+
+def check_file(path: Path, entry: dict[str, Any]) -> str | None:
+    """What is wrong with the file at ``path`` against its manifest ``entry``, or None when it matches."""
+    if path.is_symlink() or not path.is_file():
+        return "not a regular file"
+    sha256, size = file_digest(path)
+    if size != entry.get("bytes"):
+        return f"{size} bytes, the manifest says {entry.get('bytes')}"
+    if sha256 != entry.get("sha256"):
+        return f"SHA-256 {sha256} does not match the manifest"
+    return None
+
+
+def check_files(folder: Path, manifest: dict[str, Any]) -> None:
+    """Every file the manifest lists is in ``folder`` with its length and SHA-256, nothing else is, and the
+    receipts are the ones the manifest names; ``ReleaseProblem`` naming the first problem."""
+    dataset = manifest.get("schema") == DATASET_SCHEMA
+    own = {DATASET_MANIFEST, DATASET_SIGNATURE} if dataset else {MANIFEST, SIGNATURE}
+    listed = {item["path"]: item for item in manifest_files(manifest)}
+    present = set(folder_files(folder)) - own
     for name in sorted(listed):
-        path = folder / name
         if name not in present:
             raise ReleaseProblem(f"{name}: missing")
-        if path.is_symlink() or not path.is_file():
-            raise ReleaseProblem(f"{name}: not a regular file")
-        sha256, size = file_digest(path)
-        if size != listed[name].get("bytes"):
-            raise ReleaseProblem(f"{name}: {size} bytes, the manifest says {listed[name].get('bytes')}")
-        if sha256 != listed[name].get("sha256"):
-            raise ReleaseProblem(f"{name}: SHA-256 {sha256} does not match the manifest")
+        problem = check_file(folder / name, listed[name])
+        if problem:
+            raise ReleaseProblem(f"{name}: {problem}")
     extra = sorted(present - listed.keys())
     if extra:
         raise ReleaseProblem(f"{extra[0]}: extra file not in the manifest")
+    if dataset:
+        receipt = listed.get(DATASET_RECEIPT)
+        if receipt is None or receipt["sha256"] != manifest["dataset"]["dataset_receipt_sha256"]:
+            raise ReleaseProblem(f"{DATASET_RECEIPT}: its SHA-256 is not the dataset_receipt_sha256 the manifest "
+                                 f"names")
+        return
     for episode in manifest["release"]["episodes"]:
         receipt = listed.get(f"{episode_folder(episode['episode_index'])}/{RECEIPT}")
         if receipt is None or receipt["sha256"] != episode["receipt_sha256"]:
             raise ReleaseProblem(f"{episode_folder(episode['episode_index'])}: its receipt's SHA-256 is not the "
                                  f"receipt_sha256 the manifest names")
-    return manifest

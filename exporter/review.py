@@ -6,7 +6,9 @@ Long episodes are downsampled to at most ``max_samples`` evenly spaced frames; s
 retries are always exact. Positions are rounded to the millimetre, distances to a tenth of one.
 """
 
+import json
 import math
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,7 @@ import pyarrow.parquet as pq
 from exporter.features import JOINTS, STATE_DIM, STATE_NAMES
 
 MAX_SAMPLES = 2000
+INFO, EPISODE_METADATA = "meta/info.json", "ceres/episode-metadata.json"
 HANDS = ("left_hand", "right_hand")
 SEGMENT_KEYS = ("cycle", "repetition", "take", "task", "outcome", "annotations", "frame_index_from",
                 "frame_index_to", "durable_frames", "gap_frames")
@@ -79,3 +82,20 @@ def episode_review(data_parquet: Path, *, fps: int, segments: list[dict[str, Any
         "gaps": _runs(gap),
         "removed": [{"frame": int(at) + 1, "source_frames": int(source[at + 1] - source[at] - 1)} for at in jumps],
     }
+
+
+def review_files(paths: Iterable[str]) -> list[str]:
+    """Of a shard's files (paths within it), the ones ``shard_review`` reads: the data parquet, the info and the
+    episode metadata."""
+    data = next(path for path in paths if path.startswith("data/") and path.endswith(".parquet"))
+    return [data, INFO, EPISODE_METADATA]
+
+
+def shard_review(shard_dir: Path, *, max_samples: int = MAX_SAMPLES) -> dict[str, Any]:
+    """``episode_review`` of an episode shard folder, which needs to hold only its ``review_files``: the rate
+    from its info, the segments from its episode metadata."""
+    shard_dir = Path(shard_dir)
+    info = json.loads((shard_dir / INFO).read_bytes())
+    metadata = json.loads((shard_dir / EPISODE_METADATA).read_bytes())
+    data = min((shard_dir / "data").rglob("*.parquet"))
+    return episode_review(data, fps=info["fps"], segments=metadata.get("segments", []), max_samples=max_samples)

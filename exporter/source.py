@@ -432,11 +432,17 @@ class _Manifest:
 
 
 def _load_json(container: Container, name: str) -> Any:
+    with container.open(name) as stream:
+        return parse_json(stream.read(), name)
+
+
+def parse_json(data: bytes, name: str) -> Any:
+    """A JSON file of a capture source, from its bytes, as the reader takes it: UTF-8, no NaN or Infinity, at
+    most ``MAX_JSON_DEPTH`` levels deep; ``SourceError`` naming ``name`` otherwise."""
+
     def reject(constant: str) -> None:
         raise ValueError(f"{constant} is not allowed")
 
-    with container.open(name) as stream:
-        data = stream.read()
     try:
         value = json.loads(data.decode("utf-8"), parse_constant=reject)
     except ValueError as exc:  # includes UnicodeDecodeError and over-long integers

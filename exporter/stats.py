@@ -1,6 +1,7 @@
 """Feature statistics (shard.md section 6), the one place they are computed for shards, assembled
 datasets and videos: min, max, mean, population std, count and numpy's default (linear) quantiles,
-in float64 (booleans as 0/1), exact over every row.
+in float64 (booleans as 0/1), exact over every row. An assembled dataset's camera statistics are the
+shards' sampled-frame statistics pooled (``pooled_image_stats``).
 
 A vector feature is taken one dimension at a time, so its memory is one column, not the whole array:
 a long episode writes its states to a column-major scratch file (``ColumnScratch``) as they are
@@ -141,3 +142,31 @@ def image_stats(frames: list[np.ndarray]) -> dict[str, list]:
     }
     stats["count"] = [len(frames)]  # last, as shards have always written it
     return stats
+
+
+def pooled_image_stats(per_episode: list[dict[str, list]]) -> dict[str, list]:
+    """Combine per-episode sampled-frame statistics (``image_stats``), each frame weighted equally.
+
+    min/max/mean/std are exact over the union of the sampled frames (the shards agree on the
+    resolution, so every frame has the same number of pixels). Quantiles cannot be recovered from
+    summaries: they are the count-weighted mean of the per-episode quantiles, as LeRobot's own
+    ``aggregate_stats`` does.
+    """
+    counts = np.array([s["count"][0] for s in per_episode], dtype=np.float64)
+    weights = (counts / counts.sum()).reshape(-1, 1, 1, 1)
+
+    def stacked(stat: str) -> np.ndarray:
+        return np.array([s[stat] for s in per_episode], dtype=np.float64)
+
+    means = stacked("mean")
+    mean = (weights * means).sum(axis=0)
+    variance = (weights * (stacked("std") ** 2 + (means - mean) ** 2)).sum(axis=0)
+    pooled = {
+        "min": stacked("min").min(axis=0).tolist(),
+        "max": stacked("max").max(axis=0).tolist(),
+        "mean": mean.tolist(),
+        "std": np.sqrt(variance).tolist(),
+        "count": [int(counts.sum())],
+    }
+    pooled.update({key: (weights * stacked(key)).sum(axis=0).tolist() for key in QUANTILES})
+    return pooled

@@ -7,8 +7,12 @@ obscure failure.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import os
-from collections.abc import Iterable, Mapping
+import secrets
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -110,3 +114,39 @@ def env_rate(name: str, default: str, *, environ: Mapping[str, str] | None = Non
         raise ImproperlyConfigured(f"{name}={value!r} is not a rate; write <count>/<{'|'.join(_RATE_PERIODS)}>, "
                                    "e.g. 120/minute")
     return value
+
+
+def kept_secret(path: Path, make: Callable[[], str]) -> str:
+    """The text kept in ``path``; made once with ``make()`` (mode 0600, its folder created) when the file does not
+    exist yet. A machine without the variable (a dev machine) keeps its key across restarts this way."""
+    path = Path(path)
+    if not path.exists():
+        # Staged, then linked into place: of processes starting at once (web, workers, test runners), the first
+        # link wins and every process reads that one key; a link never shows a half-written file.
+        path.parent.mkdir(parents=True, exist_ok=True)
+        staged = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+        staged.touch(mode=0o600)
+        try:
+            staged.write_text(make())
+            os.link(staged, path)
+        except FileExistsError:
+            pass
+        finally:
+            staged.unlink(missing_ok=True)
+    return path.read_text().strip()
+
+
+def env_key(name: str, *, size: int, kept_in: Path, what: str | None = None,
+            environ: Mapping[str, str] | None = None) -> bytes:
+    """A key of ``size`` bytes from ``name``, written as base64; without the variable, a random key made once in
+    the file ``kept_in`` (``kept_secret``). ``what`` names the key in the refusal of a wrong length."""
+    value = _raw(name, environ)
+    if value is None:
+        value = kept_secret(kept_in, lambda: base64.b64encode(secrets.token_bytes(size)).decode())
+    try:
+        key = base64.b64decode(value, validate=True)
+    except binascii.Error:
+        raise ImproperlyConfigured(f"{name} is not valid base64") from None
+    if len(key) != size:
+        raise ImproperlyConfigured(f"{name} must be base64 of {what or f'{size} bytes'}, not {len(key)} bytes")
+    return key

@@ -6,6 +6,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from portal.accounts import views as accounts_views
 from portal.core import views as core_views
 from portal.releases import views as releases_views
+from portal.research import views as research_views
 
 urlpatterns = [
     path("", core_views.dashboard, name="dashboard"),
@@ -17,6 +18,12 @@ urlpatterns = [
     path("studies/<slug:study_code>/", include("portal.studies.urls")),
     path("studies/<slug:study_code>/recordings/", include("portal.recordings.urls")),
     path("studies/<slug:study_code>/releases/", include("portal.releases.urls")),
+    path("studies/<slug:study_code>/audit/", include("portal.audit.urls")),
+    path("studies/<slug:study_code>/", include("portal.research.urls")),
+    path("studies/<slug:study_code>/", include("portal.fixity.urls")),
+    path("research/", research_views.research_home, name="research-home"),
+    path("research/links/", research_views.my_links, name="research-links"),
+    path("downloads/<str:token>", research_views.download, name="research-download"),
     path(".well-known/ceres-release-key", releases_views.public_key, name="release-public-key"),
     path("studies/<slug:study_code>/lockouts/", accounts_views.study_lockouts, name="study-lockouts"),
     path("api/", include("portal.api_urls")),

@@ -21,7 +21,12 @@ def _granted_by(actor):
 
 @transaction.atomic
 def grant_role(actor, user, study, role: str, *, expires_at: datetime | None = None) -> RoleGrant:
-    """Give ``user`` the ``role`` in ``study`` (or change the expiry of the grant they hold)."""
+    """Give ``user`` the ``role`` in ``study`` (or change the expiry of the grant they hold).
+
+    Each grant and each change of expiry is one ``access.role_granted`` event (a change with before and
+    after). A grant that changes nothing (the same expiry again, or the loser of two identical grants at
+    once) records nothing and returns the grant as it is.
+    """
     if role not in Role.values:
         raise ValueError(f"unknown role {role!r}; expected one of {', '.join(Role.values)}")
     grant = RoleGrant.objects.select_for_update().filter(user=user, study=study, role=role).first()
@@ -35,6 +40,8 @@ def grant_role(actor, user, study, role: str, *, expires_at: datetime | None = N
         else:
             record(actor, "access.role_granted", grant, after=_snapshot(grant), study=study)
             return grant
+    if grant.expires_at == expires_at:
+        return grant
     before = _snapshot(grant)
     grant.expires_at = expires_at
     grant.granted_by = _granted_by(actor)

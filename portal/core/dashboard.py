@@ -40,10 +40,6 @@ _TITLES = {
     Role.ETHICS_OFFICER: "Ethics review",
     Role.RESEARCHER: "Research data",
 }
-_EMPTY = {
-    Role.RESEARCHER: "No episodes of this study have been released to you yet. Released episodes appear here "
-                     "once ethics officers approve a release.",
-}
 _PROVIDERS: dict[str, list[Callable]] = {role: [] for role in Role.values}
 
 
@@ -59,8 +55,6 @@ def register(role: str) -> Callable[[Callable], Callable]:
 
 def build(role: str, study, user) -> Panel:
     panel = Panel(role=role, title=_TITLES.get(role, role))
-    if role in _EMPTY:
-        panel.empty_text = _EMPTY[role]
     for provider in _PROVIDERS.get(role, []):
         panel.items.extend(provider(study, user))
     return panel

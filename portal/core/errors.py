@@ -27,6 +27,15 @@ class ServiceError(Exception):
         return {}
 
 
+class LeaseBusy(Exception):
+    """Another attempt holds the lease of the job (an export, a release); not a refusal: ``StudyTask`` retries
+    the task once the lease has run out, after ``seconds_left``."""
+
+    def __init__(self, job: str, seconds_left: float):
+        super().__init__(f"another {job} attempt holds the lease for {seconds_left:.0f} s more")
+        self.seconds_left = seconds_left
+
+
 @dataclass
 class Refusal:
     error: ServiceError | None = None

@@ -23,11 +23,16 @@ from django.utils import timezone
 from django_scopes import scope
 
 from exporter.designator import generate_designator
+from exporter.receipt import RECEIPT
 from portal.access.models import Role
 from portal.access.services import grant_role
 from portal.audit.services import Entry, record_many
-from portal.recordings.models import Alert, Episode, Recording, RecordingLog, StudyDataset, Verification
+from portal.fixity.models import Alert
+from portal.recordings.models import Episode, Recording, RecordingLog, StudyDataset, Verification
 from portal.recordings.services.history import snapshot
+from portal.releases.models import Approval, Release, ReleaseItem, ReleaseRequest
+from portal.releases.services import manifest
+from portal.releases.services.requests import snapshot as request_snapshot
 from portal.studies.models import ConsentEvent, Demonstrator, Headset, Study
 from portal.studies.services.consent import accept_consent_document, upload_consent_document
 from portal.studies.services.study import create_study
@@ -74,6 +79,7 @@ class SeedReport:
     episodes: int
     audit_events: int
     logins: dict[str, str]
+    release_requests: int = 0
 
 
 @contextlib.contextmanager
@@ -109,13 +115,15 @@ class _Seeder:
         headsets = [Headset(study=self.study, headset_id=f"HS-{number:04d}", model=models_[number % len(models_)],
                             registered_by=self.coordinator,
                             registered_at=self.start - timedelta(days=30, minutes=number),
+                            assigned_on=(self.start - timedelta(days=30)).date(),
                             retired_on=(self.now - timedelta(days=self.rng.randint(1, 200))).date()
                             if number % 20 == 0 else None)
                     for number in range(1, count + 1)]
         with _stamped_by_hand(_field(Headset, "registered_at")):
             headsets = Headset.objects.bulk_create(headsets, batch_size=BATCH)
         record_many(Entry(self.coordinator, "headset.registered", headset,
-                          after={"headset_id": headset.headset_id, "model": headset.model, "retired_on": None})
+                          after={"headset_id": headset.headset_id, "model": headset.model,
+                                 "assigned_on": headset.assigned_on, "retired_on": None})
                     for headset in headsets)
         return headsets
 
@@ -280,7 +288,8 @@ class _Seeder:
         problems = ["data/chunk-000/file-000.parquet: SHA-256 does not match the receipt"]
         Verification.objects.bulk_create([Verification(study=self.study, episode=episode, checked_at=self.now,
                                                        ok=False, problems=problems) for episode in broken])
-        Alert.objects.bulk_create([Alert(study=self.study, episode=episode,
+        Alert.objects.bulk_create([Alert(study=self.study, episode=episode, kind=Alert.Kind.RECEIPT_MISMATCH,
+                                         created_at=self.now,
                                          message=f"{episode.prefix}: shard does not match its receipt: {problems[0]}")
                                    for episode in broken])
         return {episode.recording_id: episode for episode in episodes}
@@ -327,6 +336,178 @@ class _Seeder:
                             after={"receipt_status": episode.receipt_status, "problems": ["SHA-256 mismatch"]})
 
 
+    # --- release requests ---------------------------------------------------------------------------
+
+    def release_requests(self, count: int, ethics, withdrawn: set[int]) -> int:
+        """The coordinator's release requests over the year, each of 1 to 3 verified episodes of demonstrators
+        who did not withdraw, whose shards the gate read: in turn a draft, one awaiting approval (every other one
+        approved by one officer already, when the study needs more than one) and one an officer rejected.
+        Returns how many."""
+        Request = ReleaseRequest.State
+        pool = list(Episode.objects.filter(receipt_status=Episode.Receipt.VERIFIED, recording__state=State.VERIFIED)
+                    .exclude(recording__demonstrator__in=withdrawn)
+                    .select_related("recording").order_by("episode_index")[:1000])
+        if count and not pool:
+            raise SeedRefused("release requests need verified episodes: seed more episodes")
+        step = (self.now - self.start) / max(count, 1)
+        states = [Request.DRAFT, Request.AWAITING_APPROVAL, Request.REJECTED]
+        requests_, chosen = [], []
+        for number in range(1, count + 1):
+            at = self.start + step * (number - 1) + timedelta(hours=1)
+            episodes = sorted(self.rng.sample(pool, min(len(pool), self.rng.randint(1, 3))),
+                              key=lambda episode: episode.episode_index)
+            state = states[(number - 1) % len(states)]
+            request = ReleaseRequest(uid=uuid.UUID(int=self.rng.getrandbits(128), version=4), study=self.study,
+                                     number=number, state=state, requested_by=self.coordinator, created_at=at,
+                                     purpose=f"training set {number}: {self.rng.choice(TASKS)}",
+                                     episode_count=len(episodes))
+            if state != Request.DRAFT:
+                request.submitted_at = at + timedelta(hours=2)
+            if state == Request.REJECTED:
+                request.decided_at, request.rejected_by = at + timedelta(days=1), ethics
+                request.reason = "the purpose does not match the consent given"
+            requests_.append(request)
+            chosen.append(episodes)
+        with _stamped_by_hand(_field(ReleaseRequest, "created_at")):
+            requests_ = ReleaseRequest.objects.bulk_create(requests_, batch_size=BATCH)
+        items = {request.number: [ReleaseItem(
+            study=self.study, request=request, episode=episode, episode_index=episode.episode_index,
+            receipt_sha256=episode.receipt_sha256, inspected_at=request.created_at + timedelta(minutes=5),
+            video_has_audio=False, leaks=[],
+            files=[*episode.shard_files, {"path": RECEIPT, "bytes": 2048, "sha256": episode.receipt_sha256}])
+            for episode in episodes] for request, episodes in zip(requests_, chosen, strict=True)}
+        ReleaseItem.objects.bulk_create([item for made in items.values() for item in made], batch_size=BATCH)
+        for request in requests_:
+            request.manifest_sha256 = manifest.section_digest(request, items[request.number])
+        ReleaseRequest.objects.bulk_update(requests_, ["manifest_sha256"], batch_size=BATCH)
+        awaiting = [request for request in requests_ if request.state == Request.AWAITING_APPROVAL]
+        approved = awaiting[::2] if self.study.approvals_required > 1 else []
+        Approval.objects.bulk_create([Approval(study=self.study, request=request, officer=ethics,
+                                               approved_at=request.submitted_at + timedelta(hours=3),
+                                               manifest_sha256=request.manifest_sha256) for request in approved])
+        record_many(self._request_entries(requests_, items, {request.pk for request in approved}, ethics))
+        return len(requests_)
+
+    def _request_entries(self, requests_: list[ReleaseRequest], items: dict[int, list[ReleaseItem]],
+                         approved: set[int], ethics) -> Iterator[Entry]:
+        """The events ``releases.services`` record for these requests: asked for, submitted, an approval given
+        (of the study's required number), rejected."""
+        Request = ReleaseRequest.State
+        for request in requests_:
+            final = request_snapshot(request)
+            drafted = {**final, "state": Request.DRAFT, "reason": ""}
+            yield Entry(self.coordinator, "release.requested", request, after={
+                **drafted, "purpose": request.purpose, "episodes": [item.folder for item in items[request.number]],
+                "receipts": {item.folder: item.receipt_sha256 for item in items[request.number]}})
+            if request.state == Request.DRAFT:
+                continue
+            submitted = {**final, "state": Request.AWAITING_APPROVAL, "reason": ""}
+            yield Entry(self.coordinator, "release.submitted", request, before=drafted, after=submitted)
+            if request.pk in approved:
+                yield Entry(ethics, "release.approval_given", request, after={
+                    "officer": ethics.get_username(), "manifest_sha256": request.manifest_sha256, "approvals": 1,
+                    "required": self.study.approvals_required, "second_factor": "not required"})
+            if request.state == Request.REJECTED:
+                yield Entry(ethics, "release.rejected", request, before=submitted,
+                            after={**final, "withdrawn_by_requester": False})
+
+
+    # --- the researcher side -------------------------------------------------------------------------------
+
+    def released(self, count: int, ethics, withdrawn: set[int], *, password: str) -> list[ReleaseRequest]:
+        """``count`` published releases of 1 to 3 verified episodes each, approved by the study's two ethics
+        officers (a second one is made for them), released: what researchers browse."""
+        Request = ReleaseRequest.State
+        if not count:
+            return []
+        second = get_user_model().objects.create_user(f"{self.study.code}-ethics2", password=password)
+        grant_role("seed_scale", second, self.study, Role.ETHICS_OFFICER)
+        pool = list(Episode.objects.filter(receipt_status=Episode.Receipt.VERIFIED, recording__state=State.VERIFIED)
+                    .exclude(recording__demonstrator__in=withdrawn).select_related("recording")
+                    .order_by("-episode_index")[:2000])
+        if count and not pool:
+            raise SeedRefused("releases need verified episodes: seed more episodes")
+        first = (ReleaseRequest.objects.aggregate(last=models.Max("number"))["last"] or 0) + 1
+        step = (self.now - self.start) / max(count, 1)
+        made, chosen = [], []
+        for offset in range(count):
+            at = self.start + step * offset + timedelta(hours=5)
+            episodes = sorted(self.rng.sample(pool, min(len(pool), self.rng.randint(1, 3))),
+                              key=lambda episode: episode.episode_index)
+            made.append(ReleaseRequest(uid=uuid.UUID(int=self.rng.getrandbits(128), version=4), study=self.study,
+                                       number=first + offset, state=Request.RELEASED, requested_by=self.coordinator,
+                                       created_at=at, submitted_at=at + timedelta(hours=1),
+                                       decided_at=at + timedelta(days=1), episode_count=len(episodes),
+                                       purpose=f"released set {first + offset}: {self.rng.choice(TASKS)}"))
+            chosen.append(episodes)
+        with _stamped_by_hand(_field(ReleaseRequest, "created_at")):
+            made = ReleaseRequest.objects.bulk_create(made, batch_size=BATCH)
+        items = {request.number: [ReleaseItem(
+            study=self.study, request=request, episode=episode, episode_index=episode.episode_index,
+            receipt_sha256=episode.receipt_sha256, inspected_at=request.created_at + timedelta(minutes=5),
+            video_has_audio=False, leaks=[],
+            files=[*episode.shard_files, {"path": RECEIPT, "bytes": 2048, "sha256": episode.receipt_sha256}])
+            for episode in episodes] for request, episodes in zip(made, chosen, strict=True)}
+        ReleaseItem.objects.bulk_create([item for group in items.values() for item in group], batch_size=BATCH)
+        for request in made:
+            request.manifest_sha256 = manifest.section_digest(request, items[request.number])
+        ReleaseRequest.objects.bulk_update(made, ["manifest_sha256"], batch_size=BATCH)
+        Approval.objects.bulk_create([Approval(study=self.study, request=request, officer=officer,
+                                               approved_at=request.decided_at, manifest_sha256=request.manifest_sha256)
+                                      for request in made for officer in (ethics, second)], batch_size=BATCH)
+        Release.objects.bulk_create([Release(
+            study=self.study, request=request, prefix=request.prefix,
+            objects_total=sum(len(item.files) for item in items[request.number]) + 2,
+            objects_copied=sum(len(item.files) for item in items[request.number]) + 2, attempts=1,
+            manifest_sha256=_sha("manifest", request.number), key_fingerprint=_sha("key"),
+            signed_at=request.decided_at + timedelta(minutes=10),
+            finished_at=request.decided_at + timedelta(minutes=11))
+            for request in made], batch_size=BATCH)
+        record_many(entry for request in made for entry in (
+            Entry(self.coordinator, "release.requested", request, after={"state": "draft", "purpose": request.purpose}),
+            *(Entry(officer, "release.approval_given", request, after={"manifest_sha256": request.manifest_sha256})
+              for officer in (ethics, second)),
+            Entry(None, "release.published", request, after={"prefix": request.prefix})))
+        return made
+
+    def researchers(self, released: list[ReleaseRequest], *, links: int, access_requests: int, password: str):
+        """A researcher granted for a year under the study's agreement, ``links`` links issued to them over the
+        released files, and ``access_requests`` more researchers waiting for a decision."""
+        from portal.research.models import IssuedLink
+        from portal.research.services.access import grant_access, request_access
+        from portal.studies.services.study import publish_data_use_agreement
+
+        User = get_user_model()
+        agreement = publish_data_use_agreement(self.coordinator, self.study,
+                                               text=f"Data-use agreement of {self.study.code}: robot learning only.")
+        researcher = User.objects.create_user(f"{self.study.code}-researcher", password=password)
+        asked = request_access(researcher, self.study, purpose="policy training", version=agreement.version,
+                               sha256=agreement.sha256)
+        grant_access(self.coordinator, asked, expires_at=self.now + timedelta(days=365))
+        for number in range(1, access_requests + 1):
+            applicant = User.objects.create_user(f"{self.study.code}-applicant-{number:05d}", password=password)
+            request_access(applicant, self.study, purpose=f"study {number}", version=agreement.version,
+                           sha256=agreement.sha256)
+        files = [(request, item.episode_index, f"{item.folder}/{entry['path']}")
+                 for request in released for item in request.items.all() for entry in item.files]
+        if links and not files:
+            raise SeedRefused("links need released files: seed released releases")
+        step = (self.now - self.start) / max(links, 1)
+        rows = []
+        for number in range(links):
+            request, index, path = files[number % len(files)]
+            at = self.start + step * number
+            rows.append(IssuedLink(study=self.study, user=researcher, release=request, episode_index=index, path=path,
+                                   object_name=request.prefix + path, issued_at=at,
+                                   expires_at=at + timedelta(minutes=5), via=IssuedLink.Via.API))
+        rows = IssuedLink.objects.bulk_create(rows, batch_size=BATCH)
+        record_many(Entry(researcher, "research.link_issued", row.release, after={
+            "link": row.pk, "object": row.object_name, "path": row.path, "via": row.via,
+            "expires_at": row.expires_at.isoformat(), "release": row.release.release_id, "dataset": None})
+            for row in rows)
+        return researcher.get_username()
+
+
 def _logins(study: Study, password: str) -> tuple[dict[str, str], object, object]:
     User = get_user_model()
     names = {"coordinator": f"{study.code}-coordinator", "ethics": f"{study.code}-ethics",
@@ -350,12 +531,16 @@ def _fill(count: int, users: list, rng: random.Random) -> Iterator[Entry]:
 
 
 def seed_study(code: str, *, episodes: int, audit_events: int | None = None, headsets: int = 500,
-               demonstrators: int = 2000, password: str, seed: int = 1) -> SeedReport:
+               demonstrators: int = 2000, release_requests: int = 0, released: int = 0, links: int = 0,
+               access_requests: int = 0, password: str, seed: int = 1) -> SeedReport:
     """Create study ``code`` holding ``episodes`` recordings in realistic states (those past export with their
-    episode) and exactly ``audit_events`` new audit events in all (sign-ins fill up to it; ``None``: only the
-    events of what was seeded); ``SeedRefused`` if the study exists or the events would not fit."""
+    episode), ``release_requests`` release requests of its verified episodes, and exactly ``audit_events`` new
+    audit events in all (sign-ins fill up to it; ``None``: only the events of what was seeded); ``SeedRefused``
+    if the study exists or the events would not fit."""
     if episodes < 1 or headsets < 1 or demonstrators < 1:
         raise SeedRefused("--episodes, --headsets and --demonstrators must each be at least 1")
+    if min(release_requests, released, links, access_requests) < 0:
+        raise SeedRefused("--release-requests, --released, --links and --access-requests cannot be negative")
     if Study.objects.filter(code=code).exists():
         raise SeedRefused(f"study {code!r} already exists: seed another code, or a fresh database")
     from portal.audit.models import AuditEvent
@@ -371,8 +556,13 @@ def seed_study(code: str, *, episodes: int, audit_events: int | None = None, hea
             seeder = _Seeder(study, coordinator, rng=rng, now=now)
             registered = seeder.headsets(headsets)
             people = seeder.demonstrators(demonstrators, registered)
-            seeder.consent(people, ethics)
+            withdrawn = seeder.consent(people, ethics)
             recordings, made = seeder.recordings(episodes, registered, people)
+            requested = seeder.release_requests(release_requests, ethics, withdrawn)
+            published = seeder.released(released, ethics, withdrawn, password=password)
+            if released or links or access_requests:
+                logins["researcher"] = seeder.researchers(published, links=links, access_requests=access_requests,
+                                                          password=password)
         written = AuditEvent.objects.filter(seq__gte=first_seq).count()
         if audit_events is None:
             audit_events = written
@@ -383,5 +573,6 @@ def seed_study(code: str, *, episodes: int, audit_events: int | None = None, hea
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("ANALYZE")
-    return SeedReport(study=study, recordings=recordings, episodes=made, audit_events=audit_events, logins=logins)
+    return SeedReport(study=study, recordings=recordings, episodes=made, audit_events=audit_events, logins=logins,
+                      release_requests=requested)
 

@@ -45,6 +45,16 @@ def permission_denied(request: HttpRequest, exception: Exception | None = None) 
     return render(request, "403.html", context, status=403)
 
 
+def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
+    """403 in the portal's layout when a form fails Django's CSRF check (CSRF_FAILURE_VIEW).
+
+    Most often the form was stale: opened before a sign-in or sign-out in another tab, or sent without the
+    cookie. Nothing was done; reloading the form and sending it again is the fix. The reason (token missing,
+    incorrect, no cookie) is already logged by Django as a `django.security.csrf` warning.
+    """
+    return render(request, "403_csrf.html", status=403)
+
+
 def favicon(request: HttpRequest) -> HttpResponse:
     """Browsers ask for /favicon.ico on pages that name no icon (the admin, the API docs)."""
     return redirect(static("favicon.ico"))

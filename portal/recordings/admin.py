@@ -3,7 +3,7 @@
 from django.contrib import admin
 
 from portal.core.admin import BigTableAdmin, ReadOnlyAdmin
-from portal.recordings.models import Alert, Episode, PurgeReceipt, Recording, Verification
+from portal.recordings.models import Episode, PurgeReceipt, Recording, Verification
 
 
 @admin.register(Recording)
@@ -43,10 +43,3 @@ class VerificationAdmin(BigTableAdmin):
     list_defer = ("problems",)
     ordering = ["-pk"]
     sortable_by = []
-
-
-@admin.register(Alert)
-class AlertAdmin(ReadOnlyAdmin):
-    list_display = ["message", "study", "created_at", "resolved_at"]
-    list_filter = ["study"]
-    list_select_related = ["study"]

@@ -3,7 +3,7 @@ from django.urls import reverse
 
 from portal.access.models import Role
 from portal.core.dashboard import Item, register
-from portal.recordings.models import Alert, Episode, Recording
+from portal.recordings.models import Episode, Recording
 
 
 def _counts(queryset, field: str, values: list[str]) -> dict[str, int]:
@@ -27,13 +27,4 @@ def coordinator_items(study, user):
              empty_text="No failed export."),
         Item("Episodes verified", verified, url=reverse("episode-list", args=[study.code]),
              empty_text="No episode yet: upload a capture source on the recordings page."),
-    ]
-
-
-@register(Role.ETHICS_OFFICER)
-def ethics_items(study, user):
-    alerts = Alert.objects.filter(resolved_at__isnull=True).count()
-    return [
-        Item("Shard integrity alerts", alerts, url=reverse("episode-list", args=[study.code]), attention=bool(alerts),
-             empty_text="Every stored shard matched its receipt at its last check."),
     ]

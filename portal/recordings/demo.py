@@ -73,7 +73,8 @@ def demo_registry() -> DemoRegistry:
     today = timezone.localdate()
     with scope(study=study):
         headset = Headset.objects.filter(headset_id=HEADSET_ID).first() or register_headset(
-            coordinator, study, headset_id=HEADSET_ID, model="demo headset")
+            coordinator, study, headset_id=HEADSET_ID, model="demo headset",
+            assigned_on=today - timedelta(days=CONSENT_AGE_DAYS))
         demonstrator = Demonstrator.objects.filter(designator=DESIGNATOR).first() or create_demonstrator(
             coordinator, study, designator=DESIGNATOR, headset=headset)
         identifier, version = DOCUMENT

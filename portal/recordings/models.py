@@ -14,6 +14,7 @@ from django.db import models
 from django.db.models.fields.json import KT
 from django_scopes import ScopedManager
 
+from portal.core.states import StateMachineModel
 from portal.recordings.exceptions import IllegalTransition
 from portal.studies.models import Study
 
@@ -44,7 +45,7 @@ class RecordingQuerySet(models.QuerySet):
         ).annotate(claimed_headset_id=KT("claims__headset_id"), claimed_demonstrator_id=KT("claims__demonstrator_id"))
 
 
-class Recording(models.Model):
+class Recording(StateMachineModel):
     class State(models.TextChoices):
         RECEIVED = "received", "Received"
         REJECTED = "rejected", "Rejected (invalid source)"
@@ -119,6 +120,7 @@ class Recording(models.Model):
     }
     # States in which the pipeline still works on the recording without anyone's action.
     IN_FLIGHT = frozenset({State.RECEIVED, State.QUEUED, State.RUNNING, State.EXPORTED})
+    illegal_transition = IllegalTransition
 
     objects = ScopedManager(study="study", _manager_class=models.Manager.from_queryset(RecordingQuerySet))
 
@@ -148,14 +150,8 @@ class Recording(models.Model):
         """Every object of this recording in the ``captures`` storage lives under this prefix."""
         return f"{self.study.code}/{self.uid}/"
 
-    def can_move_to(self, state: str) -> bool:
-        return state in self.TRANSITIONS[self.state]
-
-    def move_to(self, state: str) -> None:
-        """Set the new state; ``IllegalTransition`` (and nothing changed) when the table has no such move."""
-        if not self.can_move_to(state):
-            raise IllegalTransition(f"a recording cannot go from {self.state} to {state}")
-        self.state = state
+    def transition_refusal(self, state: str) -> str:
+        return f"a recording cannot go from {self.state} to {state}"
 
     @property
     def in_flight(self) -> bool:
@@ -306,21 +302,3 @@ class Verification(models.Model):
 
     def __str__(self) -> str:
         return f"{self.episode_id}: {'ok' if self.ok else 'mismatch'} at {self.checked_at:%Y-%m-%d %H:%M}"
-
-
-class Alert(models.Model):
-    """Something an ethics officer must look at: a shard that no longer matches its receipt."""
-
-    study = models.ForeignKey(Study, on_delete=models.PROTECT, related_name="+")
-    episode = models.ForeignKey(Episode, on_delete=models.PROTECT, null=True, blank=True, related_name="alerts")
-    created_at = models.DateTimeField(auto_now_add=True)
-    message = models.TextField()
-    resolved_at = models.DateTimeField(null=True, blank=True)
-
-    objects = ScopedManager(study="study")
-
-    class Meta:
-        ordering = ["-created_at"]
-
-    def __str__(self) -> str:
-        return self.message[:80]

@@ -6,7 +6,6 @@ from __future__ import annotations
 from celery import shared_task
 
 from portal.core.tasks import StudyTask
-from portal.recordings.exceptions import ExportBusy
 from portal.recordings.models import Episode, Recording
 from portal.recordings.services import audio, export, inbox, ingest, verification
 
@@ -25,10 +24,7 @@ def ingest_recording(self, recording: Recording) -> None:
              on_transient=staticmethod(_requeue),
              give_up=staticmethod(lambda recording, reason: export.fail_export(recording, reason)))
 def export_recording(self, recording: Recording) -> None:
-    try:
-        export.export_recording(recording.pk)
-    except ExportBusy as busy:
-        raise self.retry(countdown=busy.seconds_left + 1, max_retries=None) from busy
+    export.export_recording(recording.pk)
 
 
 @shared_task(bind=True, base=StudyTask, name="recordings.verify_episode", model=Episode)

@@ -15,8 +15,10 @@ from django.views.decorators.http import require_POST
 from portal.access.models import Role
 from portal.access.permissions import study_view
 from portal.core.errors import refusals
+from portal.core.forms import date_input
 from portal.core.pagination import count_rows, list_page
-from portal.recordings.models import Alert, Episode, Recording
+from portal.fixity.models import Alert
+from portal.recordings.models import Episode, Recording
 from portal.recordings.quarantine import registry_fixes
 from portal.recordings.services import export, ingest
 from portal.studies.services.demonstrators import normalise_designator
@@ -39,8 +41,8 @@ class RecordingFilter(forms.Form):
                                    widget=forms.TextInput(attrs={"list": "demonstrator-suggestions",
                                                                  "autocomplete": "off",
                                                                  "placeholder": "any demonstrator"}))
-    recorded_from = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
-    recorded_to = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    recorded_from = forms.DateField(required=False, widget=date_input())
+    recorded_to = forms.DateField(required=False, widget=date_input())
 
     def __init__(self, *args, study, **kwargs):
         super().__init__(*args, **kwargs)
@@ -193,7 +195,7 @@ def episode_list(request: HttpRequest, study) -> HttpResponse:
         "episode_index", "from_index", "length", "exported_at", "receipt_status", "raw_audio_retained",
         "recording__uid", "recording__capture_id", "recording__original_name", "recording__demonstrator__designator",
     )
-    alerts = Alert.objects.filter(resolved_at__isnull=True)
+    alerts = Alert.objects.filter(kind=Alert.Kind.RECEIPT_MISMATCH, state__in=Alert.UNRESOLVED)
     return render(request, "recordings/episodes.html", {
         "study": study, "filters": filters, "recordings_url": _recordings_url(study),
         "page": list_page(request, filters.apply(episodes), EPISODE_ORDER),

@@ -7,4 +7,4 @@ class ReleasesConfig(AppConfig):
     verbose_name = "Releases"
 
     def ready(self):
-        from portal.releases import checks, dashboard, receivers  # noqa: F401  (dashboard, key check, episode tags)
+        from portal.releases import checks, dashboard, fixity, receivers  # noqa: F401  (dashboard, key check, released objects, tags)

@@ -1,4 +1,4 @@
-"""What the release services refuse, and the signal that another release attempt is at work."""
+"""What the release services refuse, and the mismatch that fails a release."""
 
 from __future__ import annotations
 
@@ -43,16 +43,3 @@ class SecondFactorNeeded(ApprovalRefused):
 
     def details(self) -> dict:
         return {"second_factor": "required"}
-
-
-class ObjectMismatch(Exception):
-    """A stored object does not match its receipt (the shard in storage, or the copy just made). Not transient:
-    the release fails visibly and a person retries it once the cause is fixed."""
-
-
-class ReleaseBusy(Exception):
-    """Another attempt holds the release lease; not a refusal: the task retries after ``seconds_left``."""
-
-    def __init__(self, seconds_left: float):
-        super().__init__(f"another release attempt holds the lease for {seconds_left:.0f} s more")
-        self.seconds_left = seconds_left

@@ -13,6 +13,7 @@ from django.db import models
 from django_scopes import ScopedManager
 
 from exporter.release import episode_folder
+from portal.core.states import StateMachineModel
 from portal.recordings.models import Episode
 from portal.releases.exceptions import IllegalTransition
 from portal.studies.models import Study
@@ -40,7 +41,7 @@ class EpisodeTag(models.Model):
         return f"{self.kind}: {self.value}"
 
 
-class ReleaseRequest(models.Model):
+class ReleaseRequest(StateMachineModel):
     class State(models.TextChoices):
         DRAFT = "draft", "Draft"
         AWAITING_APPROVAL = "awaiting_approval", "Awaiting approval"
@@ -49,6 +50,7 @@ class ReleaseRequest(models.Model):
         RELEASED = "released", "Released"
         REJECTED = "rejected", "Rejected"
         FAILED = "failed", "Release failed"
+        SUPERSEDED = "superseded", "Superseded after a withdrawal"
 
     uid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     study = models.ForeignKey(Study, on_delete=models.PROTECT, related_name="release_requests")
@@ -64,19 +66,25 @@ class ReleaseRequest(models.Model):
     rejected_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True,
                                     related_name="+")
     reason = models.TextField(blank=True, help_text="Why it was rejected, or why the release failed.")
+    supersedes = models.OneToOneField("self", on_delete=models.PROTECT, null=True, blank=True,
+                                      related_name="superseded_by",
+                                      help_text="The release this one replaces after a consent withdrawal.")
 
     # The moves a request may make, and nothing else. A failed release may be tried again; nothing is
-    # approved by timeout, and a released or rejected request never moves again.
+    # approved by timeout; a rejected request never moves again, and a released one only to superseded, when a
+    # withdrawal took episodes out of it (its superseding release holds the others).
     TRANSITIONS: dict[str, frozenset[str]] = {
         State.DRAFT: frozenset({State.AWAITING_APPROVAL, State.REJECTED}),
         State.AWAITING_APPROVAL: frozenset({State.APPROVED, State.REJECTED}),
         State.APPROVED: frozenset({State.RELEASING}),
         State.RELEASING: frozenset({State.RELEASED, State.FAILED}),
         State.FAILED: frozenset({State.RELEASING}),
-        State.RELEASED: frozenset(),
+        State.RELEASED: frozenset({State.SUPERSEDED}),
         State.REJECTED: frozenset(),
+        State.SUPERSEDED: frozenset(),
     }
     OPEN = frozenset({State.DRAFT, State.AWAITING_APPROVAL})
+    illegal_transition = IllegalTransition
 
     objects = ScopedManager(study="study")
 
@@ -98,21 +106,17 @@ class ReleaseRequest(models.Model):
         """Every object of this release in the ``releases`` storage lives under this prefix."""
         return f"releases/{self.study.code}/{self.release_id}/"
 
-    def can_move_to(self, state: str) -> bool:
-        return state in self.TRANSITIONS[self.state]
-
-    def move_to(self, state: str) -> None:
-        if not self.can_move_to(state):
-            raise IllegalTransition(f"{self.release_id} is {self.get_state_display().lower()}; it cannot become "
-                                    f"{self.State(state).label.lower()}")
-        self.state = state
+    def transition_refusal(self, state: str) -> str:
+        return (f"{self.release_id} is {self.get_state_display().lower()}; it cannot become "
+                f"{self.State(state).label.lower()}")
 
 
 class ReleaseItem(models.Model):
     """One episode of a request, frozen when the request was made: its receipt digest and every file."""
 
     study = models.ForeignKey(Study, on_delete=models.PROTECT, related_name="+")
-    request = models.ForeignKey(ReleaseRequest, on_delete=models.CASCADE, related_name="items")
+    # Indexed as the first column of the unique (request, episode) pair, not alone.
+    request = models.ForeignKey(ReleaseRequest, on_delete=models.CASCADE, related_name="items", db_index=False)
     episode = models.ForeignKey(Episode, on_delete=models.PROTECT, related_name="release_items")
     episode_index = models.PositiveIntegerField()
     receipt_sha256 = models.CharField(max_length=64)
@@ -130,6 +134,8 @@ class ReleaseItem(models.Model):
     class Meta:
         ordering = ["episode_index"]
         constraints = [models.UniqueConstraint(fields=["request", "episode"], name="release_item_unique")]
+        # Researchers' browse: the released episodes newest release first (keyset on request, episode index).
+        indexes = [models.Index(fields=["study", "-request", "-episode_index"], name="release_item_browse")]
 
     def __str__(self) -> str:
         return self.folder
@@ -147,6 +153,8 @@ class Approval(models.Model):
     officer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     approved_at = models.DateTimeField()
     manifest_sha256 = models.CharField(max_length=64)
+    carried_over_from = models.ForeignKey("self", on_delete=models.PROTECT, null=True, blank=True, related_name="+",
+                                          help_text="The approval of the superseded release this one carries over.")
 
     objects = ScopedManager(study="study")
 

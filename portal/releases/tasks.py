@@ -6,7 +6,6 @@ from __future__ import annotations
 from celery import shared_task
 
 from portal.core.tasks import StudyTask
-from portal.releases.exceptions import ReleaseBusy
 from portal.releases.models import ReleaseRequest
 from portal.releases.services import gate, publish
 
@@ -20,7 +19,4 @@ def inspect_request(self, request: ReleaseRequest) -> None:
              on_transient=staticmethod(publish.note_retry),
              give_up=staticmethod(lambda request, reason: publish.fail_release(request, reason)))
 def publish_release(self, request: ReleaseRequest) -> None:
-    try:
-        publish.publish_release(request.pk)
-    except ReleaseBusy as busy:
-        raise self.retry(countdown=busy.seconds_left + 1, max_retries=None) from busy
+    publish.publish_release(request.pk)

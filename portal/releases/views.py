@@ -6,8 +6,9 @@ from __future__ import annotations
 from django import forms
 from django.conf import settings
 from django.contrib import messages
-from django.db.models import Count
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.db.models import Count, IntegerField, OuterRef, Subquery
+from django.db.models.functions import Coalesce
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
@@ -21,22 +22,33 @@ from portal.accounts.network import client_ip
 from portal.accounts.services import note_second_factor_passed, second_factor_passed_at
 from portal.core import storage
 from portal.core.errors import refusals
+from portal.core.forms import date_input
+from portal.core.http import ranged_response
 from portal.core.pagination import list_page
-from portal.releases.models import EpisodeTag, ReleaseItem, ReleaseRequest
+from portal.releases.models import Approval, EpisodeTag, ReleaseItem, ReleaseRequest
 from portal.releases.services import approval, gate, manifest, publish, requests, review
 from portal.studies.models import Demonstrator, Headset
 
 COORDINATOR, ETHICS = Role.COORDINATOR, Role.ETHICS_OFFICER
 State = ReleaseRequest.State
-# The lists' orders (each served by an index of its model: release requests by (study, state, number) and
-# (study, requested_by, number), episodes by (study, receipt_status, episode_index)).
+# The lists' orders (each served by an index of its model: release requests by (study, number), the unique
+# constraint, by (study, state, number) and (study, requested_by, number), episodes by (study, receipt_status,
+# episode_index)).
 REQUEST_ORDER = ("-number",)
 EPISODE_ORDER = ("episode_index",)
 
 
 def _request(number: int) -> ReleaseRequest:
-    return get_object_or_404(ReleaseRequest.objects.select_related("study", "requested_by", "rejected_by"),
-                             number=number)
+    return get_object_or_404(ReleaseRequest.objects.select_related("study", "requested_by", "rejected_by",
+                                                                   "supersedes"), number=number)
+
+
+def _approval_count():
+    """Each listed request's approvals, counted by a subquery of its own: a join with GROUP BY would aggregate
+    every request of the study before the page's LIMIT, so no index could serve the list's order."""
+    approvals = (Approval.objects.filter(request=OuterRef("pk")).order_by().values("request")
+                 .annotate(n=Count("pk")).values("n"))
+    return Coalesce(Subquery(approvals, output_field=IntegerField()), 0)
 
 
 @study_view(COORDINATOR, ETHICS)
@@ -53,7 +65,7 @@ def release_list(request: HttpRequest, study) -> HttpResponse:
         requests_ = requests_.filter(requested_by=request.user)
     if state:
         requests_ = requests_.filter(state=state)
-    page = list_page(request, requests_.annotate(approval_count=Count("approvals")), REQUEST_ORDER)
+    page = list_page(request, requests_.annotate(approval_count=_approval_count()), REQUEST_ORDER)
     waiting = set(approval.awaiting_officer(request.user).values_list("pk", flat=True)) \
         if ETHICS in request.study_roles else set()
     return render(request, "releases/list.html", {
@@ -69,8 +81,8 @@ class EpisodeFilter(forms.Form):
     headset = forms.ModelChoiceField(queryset=Headset.objects.none(), required=False, empty_label="any headset")
     demonstrator = forms.ModelChoiceField(queryset=Demonstrator.objects.none(), required=False,
                                           empty_label="any demonstrator")
-    recorded_from = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
-    recorded_to = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    recorded_from = forms.DateField(required=False, widget=date_input())
+    recorded_to = forms.DateField(required=False, widget=date_input())
     state = forms.ChoiceField(required=False, label="Release state", choices=[
         ("", "any"), ("unrequested", "in no release request yet"), ("requested", "in an open or released request")])
 
@@ -167,6 +179,7 @@ def _detail_context(request: HttpRequest, study, release_request: ReleaseRequest
         "second_factor_minutes": settings.CERES_APPROVAL_SECOND_FACTOR_MINUTES,
         "in_progress": release_request.state in (State.APPROVED, State.RELEASING) or checklist.pending,
         "public_key_fingerprint": manifest.key_fingerprint(),
+        "superseded_by": ReleaseRequest.objects.filter(supersedes=release_request).only("number").first(),
     }
 
 
@@ -296,6 +309,7 @@ def release_episode(request: HttpRequest, study, number: int, episode_index: int
     return render(request, "releases/episode.html", {
         "study": study, "release_request": item.request, "item": item, "recording": item.episode.recording,
         "checks": checklist.checks, "position": position + 1, "count": len(indexes),
+        "viewer_caption": review.caption(item.episode.recording, headset=True),
         "previous_url": link(-1), "next_url": link(1),
         "data_url": reverse("release-episode-data", args=[study.code, number, episode_index]),
         "video_url": (reverse("release-episode-video", args=[study.code, number, episode_index])
@@ -318,22 +332,7 @@ def release_episode_video(request: HttpRequest, study, number: int, episode_inde
     name = review.video_path(item)
     if name is None:
         raise Http404("this episode has no video")
-    key = item.episode.prefix + name
-    shards = storage.shards()
-    size = shards.size(key)
-    span = storage.parse_range(request.headers.get("Range", ""), size)
-    if span is None:
-        response = StreamingHttpResponse(status=416)
-        response["Content-Range"] = f"bytes */{size}"
-        return response
-    start, end = span
-    response = StreamingHttpResponse(storage.read_range(shards, key, start, end), content_type="video/mp4",
-                                     status=206 if request.headers.get("Range") else 200)
-    response["Accept-Ranges"] = "bytes"
-    response["Content-Length"] = str(end - start + 1)
-    if request.headers.get("Range"):
-        response["Content-Range"] = f"bytes {start}-{end}/{size}"
-    return response
+    return ranged_response(request, storage.shards(), item.episode.prefix + name, content_type="video/mp4")
 
 
 def public_key(request: HttpRequest) -> HttpResponse:

@@ -35,7 +35,7 @@ class StudyAdmin(admin.ModelAdmin):
 
 @admin.register(Headset)
 class HeadsetAdmin(ReadOnlyAdmin):
-    list_display = ["headset_id", "study", "model", "registered_by", "registered_at", "retired_on"]
+    list_display = ["headset_id", "study", "model", "registered_by", "registered_at", "assigned_on", "retired_on"]
     list_filter = ["study"]
     list_select_related = ["study", "registered_by"]
     search_fields = ["headset_id", "model"]

@@ -64,7 +64,8 @@ class StudySerializer(serializers.ModelSerializer):
     class Meta:
         model = Study
         fields = ["code", "title", "status", "project_id", "audio_policy", "audio_retain_days",
-                  "approvals_required", "approval_second_factor", "data_use_agreement_version", "roles"]
+                  "approvals_required", "approval_second_factor", "carry_over_approvals", "data_use_agreement_version",
+                  "roles"]
 
     def get_roles(self, study: Study) -> list[str]:
         return sorted(active_roles(self.context["request"].user, study))
@@ -93,14 +94,22 @@ class HeadsetSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Headset
-        fields = ["id", "headset_id", "model", "registered_by", "registered_at", "retired_on"]
+        fields = ["id", "headset_id", "model", "registered_by", "registered_at", "assigned_on", "retired_on"]
         read_only_fields = ["registered_by", "registered_at", "retired_on"]
+        extra_kwargs = {"assigned_on": {"required": False,
+                                        "help_text": "In the study since (blank: the registration date, today); "
+                                                     "never later than the registration."}}
         # Uniqueness is the service's rule; the model validator would need a study scope.
         validators = []
 
 
 class HeadsetImportSerializer(serializers.Serializer):
-    csv_file = serializers.FileField(help_text="Columns headset_id, model (optional); all rows or none.")
+    csv_file = serializers.FileField(help_text="Columns headset_id, model and assigned_on (optional); all rows or "
+                                               "none.")
+
+
+class AssignSerializer(serializers.Serializer):
+    assigned_on = serializers.DateField(help_text="In the study since: never later than the registration date.")
 
 
 class RetireSerializer(serializers.Serializer):
@@ -131,7 +140,8 @@ class HeadsetViewSet(StudyScopedAPIMixin, mixins.ListModelMixin, mixins.Retrieve
     def perform_create(self, serializer):
         data = serializer.validated_data
         serializer.instance = headset_service.register_headset(self.request.user, self.study,
-                                    headset_id=data["headset_id"], model=data.get("model", ""))
+                                    headset_id=data["headset_id"], model=data.get("model", ""),
+                                    assigned_on=data.get("assigned_on"))
 
     @extend_schema(request={"multipart/form-data": HeadsetImportSerializer}, responses=HeadsetSerializer(many=True))
     @action(detail=False, methods=["post"], url_path="import", serializer_class=HeadsetImportSerializer)
@@ -141,13 +151,23 @@ class HeadsetViewSet(StudyScopedAPIMixin, mixins.ListModelMixin, mixins.Retrieve
         headsets = headset_service.import_headsets_csv(request.user, self.study, form.validated_data["csv_file"])
         return Response(HeadsetSerializer(headsets, many=True).data, status=status.HTTP_201_CREATED)
 
+    @extend_schema(request=AssignSerializer, responses=HeadsetSerializer)
+    @action(detail=True, methods=["post"], url_path="assigned-on", serializer_class=AssignSerializer)
+    def assign(self, request: Request, study_code: str, pk: str) -> Response:
+        return self._date_of_headset(request, AssignSerializer, headset_service.declare_assigned_on)
+
     @extend_schema(request=RetireSerializer, responses=HeadsetSerializer)
     @action(detail=True, methods=["post"], serializer_class=RetireSerializer)
     def retire(self, request: Request, study_code: str, pk: str) -> Response:
+        return self._date_of_headset(request, RetireSerializer, headset_service.retire_headset)
+
+    def _date_of_headset(self, request: Request, form_class: type[serializers.Serializer], service) -> Response:
+        """A headset's one-date action: the service called with the date, the headset as it is then."""
         headset = self.get_object()
-        form = RetireSerializer(data=request.data)
+        form = form_class(data=request.data)
         form.is_valid(raise_exception=True)
-        headset_service.retire_headset(request.user, headset, form.validated_data["retired_on"])
+        (value,) = form.validated_data.values()
+        service(request.user, headset, value)
         return Response(HeadsetSerializer(headset).data)
 
 

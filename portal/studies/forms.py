@@ -4,23 +4,31 @@ from __future__ import annotations
 
 from django import forms
 
+from portal.core.forms import date_input
 from portal.studies.models import ConsentDocument, ConsentEvent, Headset, Study
-
-_DATE = forms.DateInput(attrs={"type": "date"}, format="%Y-%m-%d")  # what <input type=date> reads
 
 
 class HeadsetForm(forms.Form):
     headset_id = forms.CharField(label="Headset ID", max_length=128, strip=True,
                                  help_text="Assigned by the study; at least two bytes of UTF-8.")
     model = forms.CharField(max_length=128, required=False)
+    assigned_on = forms.DateField(
+        label="In the study since", required=False, widget=date_input(),
+        help_text="The first day the headset was the study's (blank: today). Recordings made before it cannot be "
+                  "released; never later than today.")
 
 
 class HeadsetImportForm(forms.Form):
-    csv_file = forms.FileField(label="CSV file", help_text="Columns: headset_id, model (optional). All rows or none.")
+    csv_file = forms.FileField(label="CSV file", help_text="Columns: headset_id, model and assigned_on (YYYY-MM-DD, "
+                                                           "blank: today) optional. All rows or none.")
+
+
+class AssignHeadsetForm(forms.Form):
+    assigned_on = forms.DateField(label="In the study since", widget=date_input())
 
 
 class RetireHeadsetForm(forms.Form):
-    retired_on = forms.DateField(label="Retired on", widget=_DATE)
+    retired_on = forms.DateField(label="Retired on", widget=date_input())
 
 
 class DemonstratorForm(forms.Form):
@@ -44,7 +52,7 @@ class DemonstratorForm(forms.Form):
 
 class ConsentForm(forms.Form):
     document = forms.ModelChoiceField(queryset=ConsentDocument.objects.none(), label="Consent document")
-    consent_date = forms.DateField(widget=_DATE)
+    consent_date = forms.DateField(widget=date_input())
     scopes = forms.MultipleChoiceField(choices=ConsentEvent.Scope.choices, widget=forms.CheckboxSelectMultiple,
                                        initial=[ConsentEvent.Scope.EPISODE_RELEASE])
 
@@ -55,14 +63,15 @@ class ConsentForm(forms.Form):
 
 
 class WithdrawalForm(forms.Form):
-    withdrawal_date = forms.DateField(widget=_DATE)
+    withdrawal_date = forms.DateField(widget=date_input())
     reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), max_length=2000)
 
 
 class ConsentDocumentForm(forms.Form):
     identifier = forms.CharField(max_length=64, help_text="e.g. ICF-2026-03")
     version = forms.CharField(max_length=32)
-    issued_on = forms.DateField(required=False, widget=_DATE, help_text="Blank: today. No consent may predate it.")
+    issued_on = forms.DateField(required=False, widget=date_input(),
+                                help_text="Blank: today. No consent may predate it.")
     document = forms.FileField(help_text="The exact PDF or text the demonstrators see.")
 
 
@@ -84,6 +93,12 @@ class ApprovalSecondFactorForm(forms.Form):
     approval_second_factor = forms.BooleanField(
         required=False, label="Approving a release needs a fresh second factor",
         help_text="Ethics officers enter a code from their authenticator unless they passed it in the last minutes.")
+
+
+class CarryOverApprovalsForm(forms.Form):
+    carry_over_approvals = forms.BooleanField(
+        required=False, label="A release superseded after a withdrawal keeps its approvals",
+        help_text="Off (the default): the release of the other episodes goes back to the ethics officers' review.")
 
 
 class DataUseAgreementForm(forms.Form):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.validators import MinValueValidator
 from django.db import models
+from django.utils import timezone
 from django_scopes import ScopedManager
 
 from portal.core.append_only import AppendOnlyError as AppendOnlyError  # re-exported for callers
@@ -37,6 +38,9 @@ class Study(models.Model):
     approvals_required = models.PositiveSmallIntegerField(default=2, validators=[MinValueValidator(1)])
     approval_second_factor = models.BooleanField(
         default=False, help_text="Approving a release needs a fresh second factor (CERES_REQUIRE_2FA asks it too).")
+    carry_over_approvals = models.BooleanField(
+        default=False, help_text="A release superseded after a withdrawal keeps its approvals (else it goes back to "
+                                 "the ethics officers' review).")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -64,11 +68,18 @@ class Study(models.Model):
 
 
 class Headset(models.Model):
+    """A headset of the study: its recordings pass the release gate when made on or after ``assigned_on`` and
+    before ``retired_on``."""
+
     study = models.ForeignKey(Study, on_delete=models.PROTECT, related_name="headsets")
     headset_id = models.CharField("headset ID", max_length=128)
     model = models.CharField(max_length=128, blank=True)
     registered_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     registered_at = models.DateTimeField(auto_now_add=True)
+    assigned_on = models.DateField(
+        "in the study since", default=timezone.localdate,
+        help_text="The coordinator's declaration that the headset was the study's from this date: the "
+                  "registration date unless an earlier one was declared, never later.")
     retired_on = models.DateField(null=True, blank=True)
 
     objects = ScopedManager(study="study")

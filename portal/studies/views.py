@@ -23,7 +23,9 @@ from portal.studies.exceptions import HeadsetImportError
 from portal.studies.forms import (
     ApprovalSecondFactorForm,
     ApprovalsForm,
+    AssignHeadsetForm,
     AudioPolicyForm,
+    CarryOverApprovalsForm,
     ConsentDocumentForm,
     ConsentForm,
     DataUseAgreementForm,
@@ -81,6 +83,7 @@ def _settings_page(request, study, **forms_by_name) -> HttpResponse:
         "second_factor_form": ApprovalSecondFactorForm(
             initial={"approval_second_factor": study.approval_second_factor}),
         "second_factor_by_rule": settings.CERES_REQUIRE_2FA,
+        "carry_over_form": CarryOverApprovalsForm(initial={"carry_over_approvals": study.carry_over_approvals}),
         "agreement_form": DataUseAgreementForm(),
         "agreement": study_service.current_data_use_agreement(study),
         **forms_by_name,
@@ -140,6 +143,18 @@ def set_approval_second_factor(request: HttpRequest, study) -> HttpResponse:
 
 @require_POST
 @study_view(COORDINATOR)
+def set_carry_over_approvals(request: HttpRequest, study) -> HttpResponse:
+    form = CarryOverApprovalsForm(request.POST)
+    if form.is_valid() and _attempt(form, None, study_service.set_carry_over_approvals, request.user, study,
+                                    form.cleaned_data["carry_over_approvals"]):
+        messages.success(request, "A release superseded after a withdrawal now " + (
+            "keeps its approvals." if study.carry_over_approvals else "goes back to the ethics officers' review."))
+        return redirect("study-settings", study.code)
+    return _settings_page(request, study, carry_over_form=form)
+
+
+@require_POST
+@study_view(COORDINATOR)
 def publish_agreement(request: HttpRequest, study) -> HttpResponse:
     form = DataUseAgreementForm(request.POST)
     if form.is_valid():
@@ -173,7 +188,7 @@ def _headsets_page(request, study, *, form=None, import_form=None, import_errors
     failed = form is not None or import_form is not None
     filters = HeadsetFilter(request.GET)
     headsets = Headset.objects.select_related("registered_by").only(
-        "headset_id", "model", "registered_at", "retired_on", "registered_by__username")
+        "headset_id", "model", "registered_at", "assigned_on", "retired_on", "registered_by__username")
     return render(request, "studies/headsets.html", {
         "study": study,
         "filters": filters,
@@ -192,7 +207,8 @@ def headsets(request: HttpRequest, study) -> HttpResponse:
     form = HeadsetForm(request.POST)
     if form.is_valid():
         headset = _attempt(form, "headset_id", headset_service.register_headset, request.user, study,
-                           headset_id=form.cleaned_data["headset_id"], model=form.cleaned_data["model"])
+                           headset_id=form.cleaned_data["headset_id"], model=form.cleaned_data["model"],
+                           assigned_on=form.cleaned_data["assigned_on"])
         if headset:
             messages.success(request, f"Headset {headset.headset_id} registered.")
             return redirect("study-headsets", study.code)
@@ -214,18 +230,33 @@ def import_headsets(request: HttpRequest, study) -> HttpResponse:
     return _headsets_page(request, study, import_form=form)
 
 
-@require_POST
-@study_view(COORDINATOR)
-def retire_headset(request: HttpRequest, study, headset_pk: int) -> HttpResponse:
+def _date_of_headset(request: HttpRequest, study, headset_pk: int, form_class: type[forms.Form], service: Callable,
+                     done: Callable[[Headset], str]) -> HttpResponse:
+    """A headset row's one-date form: the service called with the date, then the headsets page with ``done`` or
+    the refusal as a message."""
     headset = get_object_or_404(Headset, pk=headset_pk)
-    form = RetireHeadsetForm(request.POST)
-    if form.is_valid() and _attempt(form, "retired_on", headset_service.retire_headset, request.user, headset,
-                                    form.cleaned_data["retired_on"]):
-        messages.success(request, f"Headset {headset.headset_id} retired from {headset.retired_on}.")
+    form = form_class(request.POST)
+    (field,) = form.fields
+    if form.is_valid() and _attempt(form, field, service, request.user, headset, form.cleaned_data[field]):
+        messages.success(request, done(headset))
     else:
         messages.error(request, f"Headset {headset.headset_id}: "
                                 f"{' '.join(e for errors in form.errors.values() for e in errors)}")
     return redirect("study-headsets", study.code)
+
+
+@require_POST
+@study_view(COORDINATOR)
+def assign_headset(request: HttpRequest, study, headset_pk: int) -> HttpResponse:
+    return _date_of_headset(request, study, headset_pk, AssignHeadsetForm, headset_service.declare_assigned_on,
+                            lambda headset: f"Headset {headset.headset_id} is the study's since {headset.assigned_on}.")
+
+
+@require_POST
+@study_view(COORDINATOR)
+def retire_headset(request: HttpRequest, study, headset_pk: int) -> HttpResponse:
+    return _date_of_headset(request, study, headset_pk, RetireHeadsetForm, headset_service.retire_headset,
+                            lambda headset: f"Headset {headset.headset_id} retired from {headset.retired_on}.")
 
 
 # Typed filters of other lists (the recordings') ask these for suggestions.
@@ -342,10 +373,15 @@ def give_consent(request: HttpRequest, study, demonstrator_pk: int) -> HttpRespo
 def withdraw_consent(request: HttpRequest, study, demonstrator_pk: int) -> HttpResponse:
     demonstrator = get_object_or_404(Demonstrator, pk=demonstrator_pk)
     form = WithdrawalForm(request.POST)
-    if form.is_valid() and _attempt(form, "withdrawal_date", consent_service.withdraw_consent, request.user,
-                                    demonstrator, withdrawal_date=form.cleaned_data["withdrawal_date"],
-                                    reason=form.cleaned_data["reason"]):
-        messages.success(request, f"Withdrawal recorded for {demonstrator.designator}.")
+    event = form.is_valid() and _attempt(form, "withdrawal_date", consent_service.withdraw_consent, request.user,
+                                         demonstrator, withdrawal_date=form.cleaned_data["withdrawal_date"],
+                                         reason=form.cleaned_data["reason"])
+    if event:
+        messages.success(request, f"Withdrawal recorded for {demonstrator.designator}: no more links are issued for "
+                                  f"their episodes. Below, what it reaches and what is done about it.")
+        job = getattr(event, "withdrawal_job", None)  # opened by researcher access in the same transaction
+        if job is not None:
+            return redirect("research-withdrawal", study.code, job.pk)
         return redirect("study-demonstrator", study.code, demonstrator.pk)
     return _demonstrator_page(request, study, demonstrator, withdrawal_form=form)
 

@@ -8,9 +8,11 @@
 # LeRobot 0.6.1 needs Python 3.12 and pins av<16 and torch<2.12, so it cannot live in the app's venv: it
 # gets its own venv in a per-machine cache outside the clone, built once (about 5.4 GB, 80 s).
 #
-# Usage: bash tests/compat/lerobot_check.sh [--prepare] [--app-python PATH]
+# Usage: bash tests/compat/lerobot_check.sh [--prepare] [--app-python PATH] [--also DIR]
 #   --prepare          only build the LeRobot venv (if missing) and exit
 #   --app-python PATH  python of the app's venv (default: .venv/bin/python of this clone)
+#   --also DIR         also load every DIR/<name>/dataset against DIR/<name>/expected.json: datasets the portal's
+#                      tests made (a one-dataset download pulled with ceres-pull); DIR must hold at least one
 # Environment: CERES_CACHE_DIR (cache root), CERES_PYTHON312 (a Python 3.12 interpreter to use),
 #   CERES_KEEP_WORK=1 keeps the generated datasets and prints where they are.
 set -euo pipefail
@@ -18,10 +20,12 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 app_python="$repo/.venv/bin/python"
 prepare_only=0
+also=
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --prepare) prepare_only=1; shift ;;
         --app-python) app_python="$2"; shift 2 ;;
+        --also) also="$2"; shift 2 ;;
         *) echo "lerobot_check: unknown argument '$1'" >&2; exit 2 ;;
     esac
 done
@@ -143,6 +147,21 @@ assemble_study camera all ${width}x${height} 0 1 2
 assemble_study camera without-1 ${width}x${height} 0 2
 export_study no-camera none 0 0
 assemble_study no-camera no-camera none 0 1
+
+if [[ -n $also ]]; then
+    found=0
+    for made in "$also"/*/; do
+        if [[ -d $made/dataset && -f $made/expected.json ]]; then
+            checks+=("${made%/}/dataset" "${made%/}/expected.json")
+            found=$((found + 1))
+        fi
+    done
+    if ((found == 0)); then
+        echo "lerobot_check: --also $also holds no <name>/dataset with its expected.json: the portal's tests did" \
+            "not leave the datasets they pulled" >&2
+        exit 1
+    fi
+fi
 
 # Offline, with every Hugging Face cache in the work folder: a missing or inconsistent file must fail
 # here instead of turning into a Hub download or polluting the user's cache.

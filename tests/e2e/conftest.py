@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -81,7 +82,7 @@ def pipeline_worker(settings, tmp_path, monkeypatch):
 
     from portal.core import queue
 
-    worker = Worker(env=worker_env(settings, tmp_path / "data", f"ceres-e2e-{tmp_path.name}"),
+    worker = Worker(env=worker_env(settings, tmp_path / "data", f"ceres-e2e-{uuid.uuid4().hex[:12]}"),
                     log=tmp_path / "worker.log")
     monkeypatch.setattr(queue, "send", worker.send)
     worker.start()

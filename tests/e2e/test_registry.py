@@ -54,6 +54,10 @@ def test_coordinator_registers_headset_demonstrator_consent_and_withdrawal(demo,
 
     page.fill("#id_reason", "Asked by e-mail to leave the study.")
     page.click("#withdraw-consent button[type=submit]")
+    # The withdrawal opens its page (its reach, and the job that acts on it); the designator leads back.
+    expect(page.locator(".messages", has_text="Withdrawal recorded")).to_have_count(1)
+    expect(page.locator("h1")).to_contain_text("Withdrawal of")
+    page.click("#demonstrator-link")
     expect(page.locator("tr.event-withdrawn", has_text="Asked by e-mail")).to_have_count(1)
     expect(page.locator("tr.coverage", has_text="consent withdrawn on")).to_have_count(2)
     shot(page, "registry-demonstrator-withdrawn")

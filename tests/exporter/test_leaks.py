@@ -10,8 +10,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from exporter.errors import SourceError
 from exporter.generate import RAW_CAMERA_DEVICE_ID, RAW_USER_AGENT, generate_capture
-from exporter.leaks import find_leaks, raw_identifiers
+from exporter.leaks import capture_identifiers, find_leaks, raw_identifiers
 from exporter.shard import export_shard
 
 
@@ -19,7 +20,7 @@ from exporter.shard import export_shard
 def exported(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     folder = tmp_path_factory.mktemp("leaks")
     source = generate_capture(folder / "capture", seconds=1.0, rate_hz=15, seed=3, width=32, height=24)
-    identifiers = raw_identifiers(json.loads((source / "capture.json").read_text()))
+    identifiers = capture_identifiers(source / "capture.json")
     result = export_shard(source, folder / "out")
     return result.shard_dir, identifiers
 
@@ -30,6 +31,18 @@ def test_the_capture_sources_raw_identifiers_are_found_with_their_key_paths(expo
     assert identifiers[RAW_USER_AGENT] == "capture_device.user_agent"
     assert raw_identifiers({"a": [{"device_id": {"x": "deep-value-1234"}}], "user_agent": None}) == {
         "deep-value-1234": "a[0].device_id"}
+
+
+def test_capture_identifiers_reads_capture_json_as_the_source_reader_does(tmp_path):
+    path = tmp_path / "capture.json"
+    path.write_text(json.dumps({"camera": {"device_id": "camera-7f3a9c"}, "capture_device": {"user_agent": None}}))
+    assert capture_identifiers(path) == {"camera-7f3a9c": "camera.device_id"}
+    path.write_text('{"camera": {"device_id": NaN}}')
+    with pytest.raises(SourceError, match=r"^capture\.json: invalid JSON: NaN is not allowed"):
+        capture_identifiers(path)
+    path.write_text("[" * 100 + "]" * 100)
+    with pytest.raises(SourceError, match="nested more than 64 levels deep"):
+        capture_identifiers(path)
 
 
 def test_an_exported_shard_holds_none(exported):

@@ -1,11 +1,13 @@
 """``verify``: the shard's files are exactly the receipt's artefacts, digests and lengths."""
 
 import hashlib
+import shutil
 from pathlib import Path
 
 import pytest
 
 from exporter.cli import main
+from exporter.receipt import bytes_digest, file_digest, stream_digest
 from exporter.shard import export_shard, verify_shard
 
 
@@ -64,3 +66,25 @@ def test_malformed_receipt(shard: Path, capsys):
     (shard / "ceres" / "browser-export-receipt.json").write_text('{"artefacts": [{"path": 3}, {"path": "a"}]}')
     code, lines = verify(shard, capsys)
     assert code == 1 and len(lines) == 1 and "unreadable receipt" in lines[0]
+
+
+def test_many_shards_are_verified_at_once_and_each_problem_names_its_shard(shard: Path, tmp_path: Path, capsys):
+    copies = [tmp_path / f"copy-{n}" for n in range(3)]
+    for copy in copies:
+        shutil.copytree(shard, copy)
+    assert main(["verify", *map(str, copies)]) == 0 and capsys.readouterr().out == ""
+    (copies[1] / "meta" / "stats.json").unlink()
+    (copies[2] / "meta" / "notes.txt").write_text("hello")
+    assert main(["verify", *map(str, copies)]) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        f"{copies[1]}: meta/stats.json: missing", f"{copies[2]}: meta/notes.txt: extra file not in the receipt"]
+
+
+def test_bytes_file_and_stream_digests_agree(tmp_path: Path):
+    data = b"abc" * 1000
+    path = tmp_path / "blob"
+    path.write_bytes(data)
+    with path.open("rb") as stream:
+        assert bytes_digest(data) == file_digest(path) == stream_digest(stream) == (hashlib.sha256(data).hexdigest(),
+                                                                                     3000)
+    assert bytes_digest(b"abc")[0] == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"

@@ -4,12 +4,14 @@ Each run starts the script on a temporary data folder and a free port, waits unt
 worker is ready, signals the script as a terminal (SIGINT to its process group), a user (TERM to the script)
 or a service manager (TERM to the whole group) would, and checks that every process it started is gone.
 The worker used to hang in "Warm shutdown" for minutes after its process group got TERM, and TERM to the
-script alone did nothing while the portal ran in the foreground.
+script alone did nothing while the portal ran in the foreground. A last run hangs both workers, so the script
+has to wait out its grace period and KILL them.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -22,8 +24,13 @@ import pytest
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
-# The portal gets 3 s, the worker's warm shutdown 10 s (CERES_STOP_SECONDS), then KILL; room for a loaded machine.
-STOP_BOUND_S = 25
+RUN_SH = (REPO / "infra" / "run.sh").read_text()
+# run.sh's bound, read from the script: TERM to the portal and up to this long for it to go, then TERM to both
+# workers at once and up to CERES_STOP_SECONDS (its default) for their warm shutdown, then KILL of every session.
+PORTAL_GRACE_S = int(re.search(r'stop_group "\$web" (\d+)', RUN_SH)[1])
+WORKER_GRACE_S = int(re.search(r"CERES_STOP_SECONDS:-(\d+)", RUN_SH)[1])
+MARGIN_S = 12  # a loaded 2-core machine: the KILL itself, reaping, the script's own exit
+STOP_BOUND_S = PORTAL_GRACE_S + WORKER_GRACE_S + MARGIN_S
 START_BOUND_S = 180
 
 
@@ -108,33 +115,49 @@ SIGNALS = {
 }
 
 
+def start_and_wait_until_ready(data_dir: Path, port: int, output: Path) -> tuple[subprocess.Popen, dict[int, str]]:
+    """run.sh started, the portal answering and both workers ready; returns the script and its processes."""
+    script = start(data_dir, port, output)
+    log = data_dir / "log" / "celery.log"
+    wait_until(lambda: answers(port) or script.poll() is not None, START_BOUND_S, "the portal answers")
+    assert script.poll() is None, output.read_text()
+    wait_until(lambda: log.exists() and log.read_text().count(" ready.") >= 2, 60, "both workers are ready")
+    children = descendants(script.pid)
+    assert sum("runserver" in cmd for cmd in children.values()) == 1, children
+    # the default queue's worker, its pool process and beat; the heavy queue's worker and its pool process
+    assert sum("celery -A portal worker" in cmd for cmd in children.values()) >= 5, children
+    return script, children
+
+
+def stop_and_wait_until_gone(script: subprocess.Popen, children: dict[int, str], send, exit_code: int) -> None:
+    """Signal the script; it exits with ``exit_code`` and every process it started is gone within its bound."""
+    send(script.pid)
+    stopped = time.monotonic()
+    assert script.wait(timeout=STOP_BOUND_S) == exit_code
+    wait_until(lambda: not any(running(pid) for pid in children), STOP_BOUND_S - (time.monotonic() - stopped),
+               f"every process of run.sh is gone: {[cmd for pid, cmd in children.items() if running(pid)]}")
+
+
+def kill_leftovers(script: subprocess.Popen, children: dict[int, str]) -> None:
+    for pid in [script.pid, *children]:
+        if running(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
 @pytest.mark.parametrize("how", list(SIGNALS))
 def test_a_signal_stops_the_portal_worker_and_beat(data_dir, tmp_path, how):
     send, exit_code = SIGNALS[how]
     port = free_port()
     output = tmp_path / "run.out"
-    script = start(data_dir, port, output)
-    children: dict[int, str] = {}
+    log = data_dir / "log" / "celery.log"
+    script, children = None, {}
     try:
-        log = data_dir / "log" / "celery.log"
-        wait_until(lambda: answers(port) or script.poll() is not None, START_BOUND_S, "the portal answers")
-        assert script.poll() is None, output.read_text()
-        wait_until(lambda: log.exists() and log.read_text().count(" ready.") >= 2, 60, "both workers are ready")
-        children = descendants(script.pid)
-        assert sum("runserver" in cmd for cmd in children.values()) == 1, children
-        # the default queue's worker, its pool process and beat; the heavy queue's worker and its pool process
-        assert sum("celery -A portal worker" in cmd for cmd in children.values()) >= 5, children
-
-        send(script.pid)
-        stopped = time.monotonic()
-        assert script.wait(timeout=STOP_BOUND_S) == exit_code
-        wait_until(lambda: not any(running(pid) for pid in children), STOP_BOUND_S - (time.monotonic() - stopped),
-                   f"every process of run.sh is gone: {[cmd for pid, cmd in children.items() if running(pid)]}")
+        script, children = start_and_wait_until_ready(data_dir, port, output)
+        stop_and_wait_until_gone(script, children, send, exit_code)
         assert not answers(port)
     finally:
-        for pid in [script.pid, *children]:
-            if running(pid):
-                os.kill(pid, signal.SIGKILL)
+        if script is not None:
+            kill_leftovers(script, children)
 
     printed = output.read_text()
     assert "coordinator  ceres-demo-coordinator" in printed, "run.sh prints the demo logins"
@@ -143,3 +166,33 @@ def test_a_signal_stops_the_portal_worker_and_beat(data_dir, tmp_path, how):
         assert noise not in printed + worker_log
     if os.geteuid() == 0:
         assert worker_log.count("the worker runs as root because run.sh was started as root") == 1
+
+
+def test_workers_that_ignore_term_are_killed_within_the_bound(data_dir, tmp_path):
+    """Both workers hang when the script gets TERM (like a worker whose warm shutdown waits for a long task):
+    each is stopped with SIGSTOP, which leaves the TERM pending; only KILL ends a stopped process. run.sh waits
+    its grace period for them and then KILLs their sessions, so their being gone shows the escalation, and
+    everything is gone within the bound (PORTAL_GRACE_S + WORKER_GRACE_S + MARGIN_S)."""
+    port = free_port()
+    output = tmp_path / "run.out"
+    log = data_dir / "log" / "celery.log"
+    script, children = None, {}
+    try:
+        script, children = start_and_wait_until_ready(data_dir, port, output)
+        table = process_table()
+        celery = {pid for pid, cmd in children.items() if "celery -A portal worker" in cmd}
+        workers = sorted(pid for pid in celery if table[pid][0] not in celery)  # not a pool or beat process
+        assert len(workers) == 2, {pid: children[pid] for pid in celery}
+        for pid in workers:
+            os.kill(pid, signal.SIGSTOP)
+        wait_until(lambda: all(process_table()[pid][1] == "T" for pid in workers), 10, "both workers stopped")
+        log_before = log.read_text()
+
+        stop_and_wait_until_gone(script, children, lambda pid: os.kill(pid, signal.SIGTERM), 143)
+        assert not answers(port)
+    finally:
+        if script is not None:
+            kill_leftovers(script, children)
+
+    assert "Stopping the portal, the workers and beat" in output.read_text()
+    assert "Warm shutdown" not in log.read_text()[len(log_before):], "the hung workers never handled the TERM"

@@ -21,17 +21,27 @@ class Mutant:
 
 SOURCE = "exporter/source.py"
 AUDIT = "portal/audit/services.py"
+AUDIT_MODELS = "portal/audit/models.py"
+CHECKPOINTS = "portal/audit/checkpoints.py"
 CRYPTO = "portal/recordings/crypto.py"
 EXPORT = "portal/recordings/services/export.py"
 VERIFY = "portal/recordings/services/verification.py"
+RECEIPT = "exporter/receipt.py"
 INGEST = "portal/recordings/services/ingest.py"
 AUDIO = "portal/recordings/services/audio.py"
 HISTORY = "portal/recordings/services/history.py"
+STATES = "portal/core/states.py"
 INBOX = "portal/recordings/services/inbox.py"
+HEADSETS = "portal/studies/services/headsets.py"
+FIXITY = "portal/fixity/services/runs.py"
+ALERTS = "portal/fixity/services/alerts.py"
 
 T_UNPACK = ("tests/exporter/test_unpack.py", "tests/portal/recordings/test_hostile_sources.py")
 T_SOURCE = ("tests/exporter/test_unpack.py", "tests/exporter/test_bad_input.py", "tests/exporter/test_capture_api.py")
 T_AUDIT = ("tests/portal/audit/test_chain.py",)
+T_KEYED = ("tests/portal/audit/test_keyed_chain.py", "tests/portal/audit/test_tamper_detection.py")
+T_CHECKPOINT = ("tests/portal/audit/test_tamper_detection.py", "tests/portal/audit/test_verification.py",
+                "tests/portal/audit/test_checkpoints.py")
 T_CRYPTO = ("tests/portal/recordings/test_audio_crypto.py",)
 T_EXPORT = ("tests/portal/recordings/test_shard_upload.py", "tests/portal/recordings/test_export.py",
             "tests/portal/recordings/test_tasks.py")
@@ -41,6 +51,9 @@ T_INGEST = ("tests/portal/recordings/test_ingest.py", "tests/portal/recordings/t
 T_AUDIO = ("tests/portal/recordings/test_audio_retention.py",)
 T_HISTORY = ("tests/portal/recordings/test_state_machine.py",)
 T_INBOX = ("tests/portal/recordings/test_inbox.py",)
+T_FIXITY = ("tests/portal/fixity/test_fixity.py",)
+T_SLICING = ("tests/portal/fixity/test_slicing.py",)
+T_ALERTS = ("tests/portal/fixity/test_alerts.py",)
 
 MUTANTS: list[Mutant] = [
     # --- exporter/source.py: unpacking is bounded and refuses hostile paths --------------------------------
@@ -83,17 +96,38 @@ MUTANTS: list[Mutant] = [
     Mutant("source-silent-keeps-manifest-audio", SOURCE, '        manifest["audio"]["media"] = None\n',
            "        pass\n", "a silent source's capture.json says audio.media: null", T_AUDIO),
     # --- portal/audit: the hash chain -------------------------------------------------------------------------
-    Mutant("audit-link-not-checked", AUDIT, "        if event.prev_hash != expected_prev:", "        if False:",
+    Mutant("audit-link-not-checked", AUDIT, "        if event.prev_hash != self.expected_prev:", "        if False:",
            "an edit with a recomputed hash is caught by the next event's link", T_AUDIT),
     Mutant("audit-hash-not-checked", AUDIT, "        if event.compute_hash() != event.hash:", "        if False:",
            "an edited event is named by its hash", T_AUDIT),
-    Mutant("audit-seq-not-checked", AUDIT, "        if event.seq != expected_seq:", "        if False:",
+    Mutant("audit-seq-not-checked", AUDIT, "        if event.seq != self.expected_seq:", "        if False:",
            "a deleted event is named by the gap in seq", T_AUDIT),
     Mutant("audit-not-chained", AUDIT, "    return (last.seq, last.hash) if last else (0, GENESIS_HASH)",
            "    return (last.seq, GENESIS_HASH) if last else (0, GENESIS_HASH)", "each event links to the previous one",
            T_AUDIT),
     Mutant("audit-no-append-lock", AUDIT, 'cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_CHAIN_LOCK_KEY])',
            "pass", "two writers never fork the chain (PostgreSQL; needs --with-services)", T_AUDIT),
+    # --- portal/audit: the keyed chain and the signed checkpoints ----------------------------------------------
+    Mutant("audit-hash-unkeyed", AUDIT_MODELS,
+           "return hmac.new(settings.CERES_AUDIT_KEY if key is None else key, payload, hashlib.sha256).hexdigest()",
+           "return hashlib.sha256(payload).hexdigest()",
+           "new events are HMAC-SHA256 with the audit key: the public algorithm cannot re-make them", T_KEYED),
+    Mutant("audit-unkeyed-after-keyed-allowed", AUDIT, "        if event.hash_version == HASH_PLAIN and self.keyed:",
+           "        if False:", "an event re-hashed as version 1 after a keyed one is named at its seq", T_KEYED),
+    Mutant("audit-keyed-from-ignored", AUDIT,
+           "self.keyed_from is not None and event.seq >= self.keyed_from:", "False:",
+           "no unkeyed event from the checkpoint's first keyed seq on", T_KEYED),
+    Mutant("audit-checkpoint-tail-not-compared", AUDIT, "    elif head < checkpoint.seq:", "    elif False:",
+           "events deleted from the end are named against the checkpoint's seq", T_CHECKPOINT),
+    Mutant("audit-checkpoint-hash-not-compared", AUDIT,
+           "    elif signed is not None and signed.hash != checkpoint.hash:", "    elif False:",
+           "the event at the checkpoint's seq must have the hash it signed", T_CHECKPOINT),
+    Mutant("audit-checkpoint-signature-not-checked", CHECKPOINTS,
+           "        public_key.verify(signature, _signed_bytes(section))", "        pass",
+           "a changed checkpoint is refused by its signature", T_CHECKPOINT),
+    Mutant("audit-checkpoint-writer-skips-the-anchor", AUDIT,
+           "    if anchor is None or anchor.hash != previous.hash:", "    if anchor is None:",
+           "a checkpoint is written only when the last one's event still has its hash", T_CHECKPOINT),
     # --- portal/recordings/crypto.py: sealed raw audio ----------------------------------------------------------
     Mutant("crypto-nonce-without-counter", CRYPTO, '    return prefix + struct.pack(">I?", counter, last)',
            '    return prefix + struct.pack(">I?", 0, last)', "reordered chunks fail to decrypt", T_CRYPTO),
@@ -132,11 +166,12 @@ MUTANTS: list[Mutant] = [
            "    if recording.audio == Recording.Audio.ENCRYPTED and recording.study.audio_policy == "
            "Study.AudioPolicy.UNTIL_EXPORT:", "    if False:", "until-export audio is purged after the export",
            T_AUDIO),
-    # --- portal/recordings/services/verification.py ---------------------------------------------------------------
-    Mutant("verify-size-unchecked", VERIFY, '        if size != artefact["bytes"]:', "        if False:",
-           "a stored object of the wrong length is named", T_VERIFY),
-    Mutant("verify-extra-objects-allowed", VERIFY, "    for name in sorted(present - artefacts.keys()):",
-           "    for name in []:", "an object not in the receipt is named", T_VERIFY),
+    # --- portal/recordings/services/verification.py and the receipt rules it applies (exporter/receipt.py) ---------
+    Mutant("receipt-size-unchecked", RECEIPT, '        if size != artefact.get("bytes"):', "        if False:",
+           "a stored object of the wrong length is named", (*T_VERIFY, "tests/exporter/test_verify.py")),
+    Mutant("receipt-extra-objects-allowed", RECEIPT,
+           'problems = [f"{name}: extra {noun} not in the receipt" for name in sorted(present - artefacts.keys())]',
+           "problems = []", "an object not in the receipt is named", (*T_VERIFY, "tests/exporter/test_verify.py")),
     Mutant("verify-receipt-digest-unchecked", VERIFY,
            "    if receipt_sha is not None and receipt_sha != episode.receipt_sha256:", "    if False:",
            "a receipt rewritten to match altered objects is caught by its recorded digest", T_VERIFY),
@@ -171,13 +206,44 @@ MUTANTS: list[Mutant] = [
     Mutant("audio-retain-days-late", AUDIO, "recording.recorded_at + timedelta(days=days) <= now",
            "recording.recorded_at + timedelta(days=days) < now", "retain-days N purges when N days have passed",
            T_AUDIO),
-    # --- portal/recordings/services/history.py and inbox.py -----------------------------------------------------
+    # --- the state machines (portal/core/states.py, recordings' history.py), headsets and inbox ------------------
     Mutant("history-move-not-audited", HISTORY,
            "    record(actor, action, recording, before=before, after=snapshot(recording))\n", "",
            "every state change is an audit event", T_HISTORY),
-    Mutant("history-transitions-unchecked", HISTORY, "    recording.move_to(state)\n",
-           "    recording.state = state\n", "a move the transition table forbids is refused", T_HISTORY),
+    Mutant("states-transitions-unchecked", STATES, "        if not self.can_move_to(state):",
+           "        if False:", "a move the transition table forbids is refused",
+           (*T_HISTORY, "tests/portal/releases/test_approval.py")),
+    Mutant("headset-assignment-unchecked", HEADSETS, "    if headset.assigned_on > on_date:", "    if False:",
+           "the gate fails a recording made before its headset was the study's",
+           ("tests/portal/studies/test_headsets.py", "tests/portal/releases/test_gate.py")),
     Mutant("inbox-young-entries-taken", INBOX, "now - entry.lstat().st_mtime < min_age_seconds",
            "now - entry.lstat().st_mtime < 0", "an entry younger than the minimum age waits for the next poll",
            T_INBOX),
+    # --- portal/fixity/services/ (docs/fixity.md) -----------------------------------------------------------------
+    Mutant("fixity-digest-unchecked", FIXITY,
+           "        if (item.size is not None and size != item.size) or sha256 != item.sha256:", "        if False:",
+           "a stored object whose bytes changed is reported", T_FIXITY),
+    Mutant("fixity-study-folder-orphans-unreported", FIXITY,
+           "            self.problem(study_id, Kind.ORPHAN, storage_name, name, why)", "            pass",
+           "an object in a study's folder that no record accounts for is an orphan", T_FIXITY),
+    Mutant("fixity-every-run-checks-everything", FIXITY,
+           "        return self.count is None or slice_of(key, self.count) == self.run.slice_index",
+           "        return True", "a cycle of scheduled runs checks every object exactly once", T_SLICING),
+    Mutant("fixity-stopped-slice-skipped", FIXITY, 'studies="", finished_at__isnull=False, error="")',
+           'studies="", finished_at__isnull=False)', "a run that stopped leaves its slice to the next run",
+           T_SLICING),
+    Mutant("fixity-repeats-realerted", ALERTS,
+           "        problem.alert_id = reported.get((problem.storage, problem.object_name, problem.kind))",
+           "        problem.alert_id = None", "a problem found again joins its unresolved alert, emailed once",
+           T_FIXITY),
+    Mutant("alert-note-optional", ALERTS, "    if not note:", "    if False:",
+           "acknowledging and resolving an alert need a note", T_ALERTS),
+    Mutant("alert-anyone-acts", ALERTS, "    if not has_role(actor, alert.study, *STEWARDS):", "    if False:",
+           "only the study's coordinators and ethics officers acknowledge or resolve its alerts", T_ALERTS),
+    Mutant("alert-banner-keeps-acknowledged", ALERTS, 'filter(study=OuterRef("study"), state=State.OPEN)',
+           'filter(study=OuterRef("study"), state__in=Alert.UNRESOLVED)',
+           "an acknowledged alert leaves the banner", T_ALERTS),
+    Mutant("alert-receipt-repeat-emailed", ALERTS,
+           "    repeat = Alert.objects.filter(episode=episode, state__in=Alert.UNRESOLVED).exists()",
+           "    repeat = False", "a shard's repeated receipt mismatch is not emailed while unresolved", T_ALERTS),
 ]

@@ -1,7 +1,7 @@
-"""Every query a list runs on the big tables (recordings, episodes, audit events) is served by an index: the
-queries are captured from real requests and explained on PostgreSQL with sequential scans priced out, so the
-planner shows the index it would use at a year's size; a sequential scan of a big table, or a list read
-through another index than the one built for it, fails."""
+"""Every query a list runs on the big tables (recordings, episodes, audit events) and on release requests is
+served by an index: the queries are captured from real requests and explained on PostgreSQL with sequential
+scans priced out, so the planner shows the index it would use at a year's size; a sequential scan of one of
+these tables, or a list read through another index than the one built for it, fails."""
 
 from __future__ import annotations
 
@@ -17,10 +17,11 @@ from portal.audit.models import AuditEvent
 from portal.core.pagination import Keyset
 from portal.core.seeding import seed_study
 from portal.recordings.models import Recording
+from portal.releases.models import ReleaseRequest
 from portal.studies.models import Demonstrator
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
-BIG_TABLES = ("recordings_recording", "recordings_episode", "audit_auditevent")
+BIG_TABLES = ("recordings_recording", "recordings_episode", "audit_auditevent", "releases_releaserequest")
 PASSWORD = "plans-" * 3
 
 
@@ -28,7 +29,8 @@ PASSWORD = "plans-" * 3
 def seeded():
     if connection.vendor != "postgresql":
         pytest.skip("query plans are PostgreSQL's")
-    report = seed_study("plans", episodes=300, headsets=20, demonstrators=30, password=PASSWORD)
+    report = seed_study("plans", episodes=300, headsets=20, demonstrators=30, release_requests=300,
+                        password=PASSWORD)
     with connection.cursor() as cursor:
         for table in BIG_TABLES:
             cursor.execute(f"ANALYZE {table}")
@@ -77,13 +79,18 @@ def _urls(report) -> dict[str, tuple[str, set[str]]]:
         designator = Demonstrator.objects.order_by("designator").first().designator
         newest = Recording.objects.order_by("-created_at", "-pk")[49]
         page_two = Keyset("-created_at", "-pk").encode(newest, backwards=False)
+        newest_request = ReleaseRequest.objects.order_by("-number")[49]
+        requests_page_two = Keyset("-number").encode(newest_request, backwards=False)
     recordings = reverse("recording-list", args=[study.code])
     episodes = reverse("episode-list", args=[study.code])
+    releases = reverse("release-list", args=[study.code])
     api = f"/api/studies/{study.code}"
     return {
         "recordings": (recordings, {"recording_list"}),
         "recordings page 2": (f"{recordings}?cursor={page_two}", {"recording_list"}),
-        "recordings by state": (f"{recordings}?state=verified", {"recording_list_state"}),
+        # A rare state: for the state most recordings are in (verified), reading the list's own order and skipping
+        # is as good, and the planner picks either by a hair.
+        "recordings by state": (f"{recordings}?state=quarantined", {"recording_list_state"}),
         "recordings by headset": (f"{recordings}?headset=HS-0001", {"recording_list_headset"}),
         "recordings by demonstrator": (f"{recordings}?demonstrator={designator}", {"recording_list_demonstrator"}),
         "recordings by date": (f"{recordings}?recorded_from=2000-01-01", set()),
@@ -97,6 +104,17 @@ def _urls(report) -> dict[str, tuple[str, set[str]]]:
         "API recordings page 2": (f"{api}/recordings/?cursor={page_two}", {"recording_list"}),
         "API episodes": (f"{api}/episodes/", {"episode_index_unique_in_study"}),
         "API episodes by receipt": (f"{api}/episodes/?receipt_status=pending", {"episode_list_receipt"}),
+        # Release requests newest first: (study, number) is the unique constraint's index, one per filter besides.
+        "release requests": (releases, {"release_request_number_unique"}),
+        "release requests page 2": (f"{releases}?cursor={requests_page_two}", {"release_request_number_unique"}),
+        "release requests by state": (f"{releases}?state=awaiting_approval", {"releases_re_study_i_556314_idx"}),
+        # Every seeded request is the coordinator's: reading the list's own order and skipping is as good.
+        "release requests of the caller": (f"{releases}?mine=1", set()),
+        "API release requests": (f"{api}/release-requests/", {"release_request_number_unique"}),
+        "API release requests page 2": (f"{api}/release-requests/?cursor={requests_page_two}",
+                                        {"release_request_number_unique"}),
+        "API release requests by state": (f"{api}/release-requests/?state=awaiting_approval",
+                                          {"releases_re_study_i_556314_idx"}),
     }
 
 
@@ -133,6 +151,40 @@ def test_a_studys_audit_log_newest_first_reads_its_index(seeded):
         assert not any(node["Node Type"] == "Sort" for node in nodes)  # the index gives the order
 
 
+def test_the_audit_view_reads_an_index_for_each_filter(client, seeded):
+    """Each filter of a study's audit view, page and API, reads the index built for it (or, for an action, either
+    index of actions: with one study they cost the same). What matches most of this one study's log (the whole
+    log, an action prefix, a time range from long ago) may walk the chain's own index instead, as the test below
+    explains; it must not scan the table. The actor and action are rare ones (the seeding's role grants)."""
+    client.force_login(_user(seeded.logins["coordinator"]))
+    with scope(study=seeded.study):
+        recording = Recording.objects.filter(state="verified").order_by("created_at").first()
+        designator = Demonstrator.objects.order_by("designator").first().designator
+    page = reverse("audit-list", args=[seeded.study.code])
+    api = f"/api/studies/{seeded.study.code}/audit-events/"
+    actions = {"audit_study_action_seq", "audit_action_seq"}
+    cases = {  # name -> (url, indexes it must use, indexes of which it must use one)
+        "audit log": (page, set(), set()),
+        "by object": (f"{page}?target_type=recordings.recording&target_id={recording.pk}", {"audit_target_seq"},
+                      set()),
+        "a recording's history": (f"{page}?recording={recording.uid}", {"audit_target_seq"}, set()),
+        "a demonstrator's history": (f"{page}?demonstrator={designator}", {"audit_target_seq"}, set()),
+        "by actor": (f"{page}?actor=seed_scale", {"audit_study_actor_seq"}, set()),
+        "by action": (f"{page}?action=access.role_granted", set(), actions),
+        "by action prefix": (f"{page}?action=release.*", set(), set()),
+        "by time": (f"{page}?since=2000-01-01", set(), set()),
+        "API": (api, set(), set()),
+        "API by action": (f"{api}?action=access.role_granted", set(), actions),
+        "API a recording's history": (f"{api}?recording={recording.uid}", {"audit_target_seq"}, set()),
+    }
+    problems = {}
+    for name, (url, required, one_of) in cases.items():
+        used = _indexes_used(client, url)
+        if not required <= used or (one_of and not one_of & used):
+            problems[name] = f"expected {sorted(required)} and one of {sorted(one_of)}, used {sorted(used)}"
+    assert not problems, problems
+
+
 def _user(username: str):
     from django.contrib.auth import get_user_model
 
@@ -152,3 +204,60 @@ def test_date_filters_are_ranges_on_the_column(client, seeded):
                       and "ORDER BY" in q["sql"])
     assert '"recorded_at" >=' in rows_query and "::date" not in rows_query
     assert page.status_code == 200 and str(newest.uid) in page.content.decode()
+
+
+RESEARCH_TABLES = ("research_issuedlink", "research_accessrequest", "releases_releaseitem")
+
+
+@pytest.fixture
+def seeded_research():
+    if connection.vendor != "postgresql":
+        pytest.skip("query plans are PostgreSQL's")
+    report = seed_study("plansr", episodes=200, headsets=10, demonstrators=20, released=120, links=2000,
+                        access_requests=400, password=PASSWORD)
+    with connection.cursor() as cursor:
+        for table in RESEARCH_TABLES:
+            cursor.execute(f"ANALYZE {table}")
+    return report
+
+
+def _research_indexes(client, url: str) -> set[str]:
+    """The indexes the page's rows query (ordered, limited) reads, which must need no sort; no query of the
+    request scans one of these tables sequentially."""
+    with CaptureQueriesContext(connection) as captured:
+        assert client.get(url).status_code == 200, url
+    used: set[str] = set()
+    for query in captured.captured_queries:
+        sql = query["sql"]
+        if not sql.startswith(("SELECT", "WITH")) or not any(f'"{table}"' in sql for table in RESEARCH_TABLES):
+            continue
+        nodes = _explain(sql)
+        for node in nodes:
+            assert not (node["Node Type"] == "Seq Scan" and node.get("Relation Name") in RESEARCH_TABLES), (url, sql)
+        if "ORDER BY" in sql and "LIMIT 51" in sql:
+            assert not any("Sort" in node["Node Type"] for node in nodes), (url, sql)  # the index gives the order
+            used |= {node["Index Name"] for node in nodes if "Index Name" in node}
+    return used
+
+
+def test_research_lists_read_their_own_index(client, seeded_research):
+    study = seeded_research.study.code
+    expected = {
+        (f"/studies/{study}/access/", "coordinator"): {"access_request_all"},
+        # Every seeded request is waiting, and every seeded link the researcher's: reading the list's own order and
+        # skipping is as good as the filter's index.
+        (f"/studies/{study}/access/?state=pending", "coordinator"): set(),
+        # One study in the database: the whole log's newest-first index serves its list as well as the study's.
+        (f"/studies/{study}/access/links/", "coordinator"): set(),
+        (f"/api/studies/{study}/links/", "coordinator"): set(),
+        ("/research/links/", "researcher"): set(),
+        (f"/studies/{study}/released/", "researcher"): {"release_item_browse"},
+        (f"/api/studies/{study}/released-episodes/", "researcher"): {"release_item_browse"},
+    }
+    problems = {}
+    for (url, role), indexes in expected.items():
+        client.force_login(_user(seeded_research.logins[role]))
+        used = _research_indexes(client, url)
+        if not indexes <= used:
+            problems[url] = f"expected {sorted(indexes)}, used {sorted(used)}"
+    assert not problems, "\n".join(f"{url}: {problem}" for url, problem in problems.items())

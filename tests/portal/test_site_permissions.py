@@ -9,11 +9,14 @@ import pytest
 from django.urls import reverse
 
 from portal.accounts.services import issue_token
+from portal.research.services.access import request_access
+from portal.studies.services.study import publish_data_use_agreement
 from tests.portal.urlwalk import Route, all_routes, url_of
 
 pytestmark = pytest.mark.django_db
 
 PERSONAS = ("anonymous", "member", "outsider", "staff")
+ACCEPTS = ("application/json", "text/html")  # every GET is asked as an API client and as a browser
 TO_LOGIN = "/accounts/login/?next="
 
 
@@ -21,10 +24,11 @@ TO_LOGIN = "/accounts/login/?next="
 class Expect:
     method: str
     answers: dict[str, int | tuple[int, str]]  # persona -> status, or (302, the start of its Location)
+    only: str | None = None  # the one format of ACCEPTS it serves; asked for the other, everyone gets 406
 
 
-def _e(method: str, anonymous, member, outsider, staff) -> Expect:
-    return Expect(method, {"anonymous": anonymous, "member": member, "outsider": outsider, "staff": staff})
+def _e(method: str, anonymous, member, outsider, staff, *, only: str | None = None) -> Expect:
+    return Expect(method, {"anonymous": anonymous, "member": member, "outsider": outsider, "staff": staff}, only)
 
 
 # member: a coordinator of study alpha; outsider: a coordinator of study beta; staff: a site administrator with
@@ -44,12 +48,18 @@ SITE: dict[str, Expect] = {
     "favicon.ico": _e("GET", (302, "/static/favicon"), (302, "/static/favicon"), (302, "/static/favicon"),
                       (302, "/static/favicon")),
     "api-root": _e("GET", 403, 200, 200, 200),
-    "api-schema": _e("GET", 403, 200, 200, 200),
-    "api-docs": _e("GET", 403, 200, 200, 200),
+    "api-schema": _e("GET", 403, 200, 200, 200, only="application/json"),  # JSON or YAML, never a page
+    "api-docs": _e("GET", 403, 200, 200, 200, only="text/html"),  # Swagger UI's page
     "api-token-list": _e("GET", 403, 200, 200, 200),
     "api-token-detail": _e("DELETE", 403, 204, 404, 404),  # revoking is all a token's own URL does
     "api-study-list": _e("GET", 403, 200, 200, 200),
     "api-study-detail": _e("GET", 403, 200, 404, 404),  # staff status gives no study data
+    # Researcher access: anyone signed in sees their own; a download link is its own key (none is valid here).
+    "research-home": _e("GET", (302, TO_LOGIN), 200, 200, 200),
+    "research-links": _e("GET", (302, TO_LOGIN), 200, 200, 200),
+    "research-download": _e("GET", 403, 403, 403, 403),
+    "api-my-access-request-list": _e("GET", 403, 200, 200, 200),
+    "api-my-access-request-cancel": _e("POST", 403, 200, 404, 404),  # the member's own request, once
 }
 # Asked with GET as well: a state change is never made by a link.
 SITE_GET_REFUSED = ("logout", "token-revoke", "second-factor-remove")
@@ -65,15 +75,17 @@ def world(make_study, make_user, django_user_model):
     outsider = make_user("outsider", make_study("beta"), ["coordinator"])
     staff = django_user_model.objects.create_user("site-admin", password="pw-" * 4, is_staff=True)
     token, _ = issue_token(member, name="laptop")
+    agreement = publish_data_use_agreement(member, alpha, text="Use the data for robot learning only.")
+    pending = request_access(member, alpha, purpose="a policy", version=agreement.version, sha256=agreement.sha256)
     return {"users": {"anonymous": None, "member": member, "outsider": outsider, "staff": staff},
-            "values": {"pk": token.pk, "code": alpha.code}}
+            "values": {"pk": token.pk, "code": alpha.code, "uid": pending.uid, "token": "not-a-signed-link"}}
 
 
-def _ask(client, user, method: str, url: str):
+def _ask(client, user, method: str, url: str, accept: str = "*/*"):
     client.logout()
     if user is not None:
         client.force_login(user)
-    return client.generic(method, url, headers={"accept": "*/*"})
+    return client.generic(method, url, headers={"accept": accept})
 
 
 def test_every_site_url_has_an_expectation():
@@ -85,14 +97,15 @@ def test_every_site_url_has_an_expectation():
 def test_site_permission_matrix(client, world, key):
     expect = SITE[key]
     url = url_of(ROUTES[key], world["values"])
-    for persona in PERSONAS:
-        response = _ask(client, world["users"][persona], expect.method, url)
-        answer = expect.answers[persona]
-        status, location = answer if isinstance(answer, tuple) else (answer, None)
-        where = f"{expect.method} {url} as {persona}"
-        assert response.status_code == status, f"{where}: {response.status_code}"
-        if location is not None:
-            assert response["Location"].startswith(location), f"{where}: to {response['Location']}"
+    for accept in ACCEPTS if expect.method == "GET" else ("*/*",):
+        for persona in PERSONAS:
+            response = _ask(client, world["users"][persona], expect.method, url, accept)
+            answer = expect.answers[persona] if expect.only in (None, accept) else 406
+            status, location = answer if isinstance(answer, tuple) else (answer, None)
+            where = f"{expect.method} {url} ({accept}) as {persona}"
+            assert response.status_code == status, f"{where}: {response.status_code}"
+            if location is not None:
+                assert response["Location"].startswith(location), f"{where}: to {response['Location']}"
     if key in SITE_GET_REFUSED:
         for persona in ("member", "staff"):
             assert _ask(client, world["users"][persona], "GET", url).status_code == 405, f"GET {url} as {persona}"

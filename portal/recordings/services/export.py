@@ -4,7 +4,6 @@ verification. Also what happens when an attempt fails: retry later, or fail visi
 
 from __future__ import annotations
 
-import json
 import tempfile
 from datetime import timedelta
 from pathlib import Path
@@ -15,12 +14,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from exporter.errors import SourceError
-from exporter.receipt import RECEIPT, file_digest
+from exporter.receipt import RECEIPT, file_digest, read_artefacts
 from exporter.shard import export_shard
 from exporter.task_table import extend_tasks
 from portal.audit.services import record
 from portal.core import queue, storage
-from portal.recordings.exceptions import ExportBusy
+from portal.core.errors import LeaseBusy
 from portal.recordings.models import Episode, Recording, StudyDataset
 from portal.recordings.services import audio
 from portal.recordings.services.history import lock_in_state, note, set_state
@@ -33,13 +32,13 @@ RELEASE = ConsentEvent.Scope.EPISODE_RELEASE
 
 def claim_export(recording_id: int) -> Recording | None:
     """Take the export lease; None when there is nothing to do. A live lease of another attempt (or of a
-    worker that was killed) raises ``ExportBusy``: the caller retries after it runs out."""
+    worker that was killed) raises ``LeaseBusy``: the task retries after it runs out."""
     with transaction.atomic():
         recording = Recording.objects.select_for_update(of=("self",)).select_related("study").get(pk=recording_id)
         now = timezone.now()
         live_lease = recording.lease_until is not None and recording.lease_until > now
         if recording.state == State.RUNNING and live_lease:
-            raise ExportBusy((recording.lease_until - now).total_seconds())
+            raise LeaseBusy("export", (recording.lease_until - now).total_seconds())
         if recording.state not in (State.QUEUED, State.RUNNING):
             return None
         set_state(None, recording, State.RUNNING, action="recording.export_started", note_text="export started",
@@ -81,9 +80,9 @@ def allocate_episode(recording: Recording) -> Episode:
     return episode
 
 
-def study_block(recording: Recording) -> dict[str, Any]:
-    """The episode metadata's study block, from the registry (not the recorder's claims) and the audio decision."""
-    coverage = consent_coverage(recording.demonstrator, recording.recorded_on, RELEASE)
+def study_block(recording: Recording, coverage) -> dict[str, Any]:
+    """The episode metadata's study block, from the registry (not the recorder's claims), the consent that covers
+    the recording and the audio decision."""
     return {
         "headset_id": recording.headset.headset_id if recording.headset else None,
         "demonstrator_id": recording.demonstrator.designator if recording.demonstrator else None,
@@ -105,7 +104,12 @@ def export_recording(recording_id: int) -> Recording | None:
     recording = claim_export(recording_id)
     if recording is None:
         return None
-    study = study_block(recording)
+    # A withdrawal is never undone by a retry or a re-export: without covering consent now, nothing is exported.
+    coverage = consent_coverage(recording.demonstrator, recording.recorded_on, RELEASE)
+    if not coverage.covered:
+        fail_export(recording, f"export refused: the consent no longer covers this recording ({coverage.reason})")
+        return recording
+    study = study_block(recording, coverage)
     try:
         episode = allocate_episode(recording)
         with transaction.atomic():
@@ -148,7 +152,7 @@ def _publish_shard(recording: Recording, episode: Episode, shard_dir: Path) -> l
     removed = storage.delete_prefix(shards, episode.prefix)
     if removed:
         note(recording, f"removed {removed} objects left by an interrupted attempt under {episode.prefix}", "warning")
-    artefacts = json.loads((shard_dir / RECEIPT).read_bytes())["artefacts"]
+    artefacts = list(read_artefacts((shard_dir / RECEIPT).read_bytes()).values())
     for number, artefact in enumerate([*artefacts, {"path": RECEIPT}], start=1):
         local = shard_dir / artefact["path"]
         name = storage.put(shards, episode.prefix + artefact["path"], local)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from portal.audit.services import record
+from portal.core.states import lock_fresh, save_move
 from portal.recordings.exceptions import PipelineError
 from portal.recordings.models import Recording, RecordingLog
 
@@ -29,11 +30,7 @@ def set_state(actor, recording: Recording, state: str, *, action: str, reason: s
     """Move ``recording`` to ``state`` (``IllegalTransition`` if the table forbids it) with ``fields``, in the
     caller's transaction; the reason (or ``note_text``) goes to the log, a warning for a refusal."""
     before = snapshot(recording)
-    recording.move_to(state)
-    recording.reason = reason
-    for name, value in fields.items():
-        setattr(recording, name, value)
-    recording.save()
+    save_move(recording, state, {"reason": reason, **fields})
     record(actor, action, recording, before=before, after=snapshot(recording))
     if note_text or reason:
         note(recording, note_text or reason, "warning" if state in _WARNING_STATES else "info")
@@ -43,7 +40,6 @@ def lock_in_state(recording: Recording, state: str, refusal: str) -> None:
     """Lock the recording's row and reload it, so the state check holds until the transaction ends (two
     clicks, or the page and the API at once, act once); ``PipelineError`` naming the state it is in, after
     ``refusal``, unless it is in ``state``."""
-    Recording.objects.select_for_update(of=("self",)).only("pk").get(pk=recording.pk)
-    recording.refresh_from_db()
+    lock_fresh(recording)
     if recording.state != state:
         raise PipelineError(f"{refusal}; this one is {recording.state}")

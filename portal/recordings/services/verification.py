@@ -1,23 +1,25 @@
 """Verification: re-hash a stored shard, streamed from storage, against its receipt; a mismatch raises an
-alert for the study's ethics officers. The first verification moves the recording to ``verified``."""
+alert for the study's coordinators and ethics officers (``portal.fixity``). The first verification moves the
+recording to ``verified``."""
 
 from __future__ import annotations
-
-import json
 
 from django.db import transaction
 from django.utils import timezone
 from django_scopes import scopes_disabled
 
-from exporter.receipt import RECEIPT
+from exporter.receipt import RECEIPT, digest_problems, listing_problems, read_artefacts
 from portal.audit.services import record
 from portal.core import queue, storage
-from portal.recordings.models import Alert, Episode, Recording, Verification
+from portal.fixity.services import alerts
+from portal.recordings.models import Episode, Recording, Verification
 from portal.recordings.services.history import note, set_state
 from portal.recordings.signals import episode_verified
 
 
 def _problems(episode: Episode) -> list[str]:
+    """The stored shard against its receipt (``exporter.receipt``'s rules), each object streamed from storage,
+    and the stored receipt against the digest recorded at export."""
     shards = storage.shards()
     problems = []
     receipt_name = episode.prefix + RECEIPT
@@ -25,26 +27,17 @@ def _problems(episode: Episode) -> list[str]:
     try:
         receipt_sha, _ = storage.digest(shards, receipt_name)
         with shards.open(receipt_name, "rb") as stream:
-            artefacts = {a["path"]: a for a in json.loads(stream.read())["artefacts"]}
+            artefacts = read_artefacts(stream.read())
     except FileNotFoundError:
         problems.append(f"{RECEIPT}: missing")
-    except (ValueError, KeyError, TypeError) as exc:
-        problems.append(f"{RECEIPT}: unreadable ({exc!r})")
+    except ValueError as exc:
+        problems.append(f"{RECEIPT}: {exc}")
     if receipt_sha is not None and receipt_sha != episode.receipt_sha256:
         problems.append(f"{RECEIPT}: SHA-256 {receipt_sha} differs from the one recorded at export")
     present = {name[len(episode.prefix):] for name in storage.walk(shards, episode.prefix)} - {RECEIPT}
-    for name in sorted(present - artefacts.keys()):
-        problems.append(f"{name}: extra object not in the receipt")
-    for name, artefact in sorted(artefacts.items()):
-        if name not in present:
-            problems.append(f"{name}: missing")
-            continue
-        sha, size = storage.digest(shards, episode.prefix + name)
-        if size != artefact["bytes"]:
-            problems.append(f"{name}: {size} bytes, receipt says {artefact['bytes']}")
-        if sha != artefact["sha256"]:
-            problems.append(f"{name}: SHA-256 {sha} does not match the receipt")
-    return problems
+    problems += listing_problems(artefacts, present, noun="object")
+    digests = {name: storage.digest(shards, episode.prefix + name) for name in sorted(artefacts.keys() & present)}
+    return problems + digest_problems(artefacts, digests)
 
 
 def verify_episode(episode: Episode) -> Verification:
@@ -63,9 +56,7 @@ def verify_episode(episode: Episode) -> Verification:
                                                          "problems": problems})
         recording = Recording.objects.select_for_update().get(pk=episode.recording_id)
         if problems:
-            Alert.objects.create(study=episode.study, episode=episode,
-                                 message=f"{episode.prefix}: shard does not match its receipt: "
-                                         + "; ".join(problems[:5]))
+            alerts.receipt_mismatch(episode, problems)
             note(recording, f"verification failed: {'; '.join(problems[:5])}", "error")
         elif recording.state == Recording.State.EXPORTED:
             set_state(None, recording, Recording.State.VERIFIED, action="recording.verified",

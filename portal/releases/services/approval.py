@@ -17,11 +17,12 @@ from portal.accounts import services as accounts
 from portal.accounts.services import AccountError
 from portal.audit.services import record
 from portal.core import queue
+from portal.core.states import lock_fresh
 from portal.releases.exceptions import ApprovalRefused, ReleaseError, SecondFactorNeeded
 from portal.releases.models import Approval, ReleaseRequest
 from portal.releases.services import manifest
 from portal.releases.services.gate import require_passing
-from portal.releases.services.requests import lock_fresh, set_state
+from portal.releases.services.requests import set_state
 from portal.studies.models import Study
 
 State = ReleaseRequest.State

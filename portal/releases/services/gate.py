@@ -9,7 +9,6 @@ live, every time the gate is computed.
 
 from __future__ import annotations
 
-import json
 import tempfile
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
@@ -20,8 +19,10 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from exporter.leaks import find_leaks, raw_identifiers
+from exporter.errors import SourceError
+from exporter.leaks import capture_identifiers, find_leaks
 from exporter.receipt import file_digest
+from exporter.source import MANIFEST
 from exporter.video import has_audio_stream
 from portal.audit.services import record
 from portal.core import storage
@@ -31,6 +32,7 @@ from portal.releases.exceptions import GateFailed
 from portal.releases.models import ReleaseItem, ReleaseRequest
 from portal.studies.models import ConsentEvent, Demonstrator
 from portal.studies.services.consent import consent_coverage
+from portal.studies.services.headsets import not_the_studys_on
 
 PASS, FAIL, PENDING = "pass", "fail", "pending"
 RELEASE_SCOPE = ConsentEvent.Scope.EPISODE_RELEASE
@@ -128,6 +130,20 @@ def require_passing(request: ReleaseRequest, what: str) -> Gate:
     return gate
 
 
+def consent_checks(recordings: list[Recording]) -> dict[int, list[Check]]:
+    """The two checks that can change after a release, computed live: consent and withdrawal, by recording id.
+    A released episode may be downloaded only while both pass (researcher links, one-dataset downloads)."""
+    demonstrators = {recording.demonstrator_id for recording in recordings if recording.demonstrator_id}
+    events: dict[int, list[ConsentEvent]] = {}
+    for event in (ConsentEvent.objects.filter(demonstrator__in=demonstrators).select_related("document")
+                  .order_by("event_date", "recorded_at", "pk")):
+        events.setdefault(event.demonstrator_id, []).append(event)
+    return {recording.pk: [_consent(recording.demonstrator, recording.recorded_on),
+                           _withdrawal(recording.demonstrator, recording.recorded_on,
+                                       events.get(recording.demonstrator_id, []))]
+            for recording in recordings}
+
+
 def _consent(demonstrator: Demonstrator | None, recorded_on: date) -> Check:
     if demonstrator is None:
         return Check("consent", FAIL, "the recording has no registered demonstrator")
@@ -154,18 +170,16 @@ def _withdrawal(demonstrator: Demonstrator | None, recorded_on: date, events: li
 
 
 def _headset(recording: Recording, recorded_on: date) -> Check:
-    """A headset registered after the recording passes (ingest accepts it once a coordinator fixes the
-    registry), and the checklist says so; a headset retired on or before the recording date fails."""
+    """Passes when the headset was the study's on the recording date: assigned to it on or before that date
+    (the registration date, or an earlier one a coordinator declared) and not retired on or before it."""
     headset = recording.headset
     if headset is None:
         return Check("headset", FAIL, "the recording has no registered headset")
-    if headset.retired_on is not None and headset.retired_on <= recorded_on:
-        return Check("headset", FAIL, f"{headset} was retired on {headset.retired_on}, on or before the "
-                                      f"recording date {recorded_on}")
-    registered_on = timezone.localdate(headset.registered_at)
-    if registered_on > recorded_on:
-        return Check("headset", PASS, f"{headset}: registered late, on {registered_on} (recorded {recorded_on})")
-    return Check("headset", PASS, f"{headset}: registered on {registered_on}")
+    problem = not_the_studys_on(headset, recorded_on)
+    if problem:
+        return Check("headset", FAIL, problem)
+    return Check("headset", PASS, f"{headset}: in the study since {headset.assigned_on} (registered on "
+                                  f"{timezone.localdate(headset.registered_at)})")
 
 
 def _audio(item: ReleaseItem, recording: Recording, now: datetime) -> Check:
@@ -211,13 +225,14 @@ def _leaks(item: ReleaseItem) -> Check:
 # --- reading the stored shard ----------------------------------------------------------------------
 
 
-def _capture_identifiers(recording: Recording) -> dict[str, str]:
-    """The raw identifiers the stored capture source's ``capture.json`` holds."""
-    entry = next((item for item in recording.source_files if item["name"] == "capture.json"), None)
+def _fetch_capture_json(recording: Recording, folder: Path) -> Path:
+    """The stored capture source's ``capture.json``, fetched into ``folder``."""
+    entry = next((item for item in recording.source_files if item["name"] == MANIFEST), None)
     if entry is None:
-        raise ValueError("the stored capture source has no capture.json")
-    with storage.captures().open(entry["path"], "rb") as stream:
-        return raw_identifiers(json.loads(stream.read()))
+        raise ValueError(f"the stored capture source has no {MANIFEST}")
+    local = folder / MANIFEST
+    storage.fetch(storage.captures(), entry["path"], local)
+    return local
 
 
 def _inspect(item: ReleaseItem) -> dict[str, Any]:
@@ -225,16 +240,17 @@ def _inspect(item: ReleaseItem) -> dict[str, Any]:
     and for the capture source's raw identifiers in its bytes."""
     episode = item.episode
     with tempfile.TemporaryDirectory(prefix="ceres-gate-") as scratch:
-        root = Path(scratch)
+        root = Path(scratch) / "shard"
         for entry in item.files:
             local = root / entry["path"]
             storage.fetch(storage.shards(), episode.prefix + entry["path"], local)
             if file_digest(local) != (entry["sha256"], entry["bytes"]):
                 return {"inspection_error": f"{entry['path']} does not match its receipt"}
         videos = [entry["path"] for entry in item.files if entry["path"].endswith(".mp4")]
+        identifiers = capture_identifiers(_fetch_capture_json(episode.recording, Path(scratch) / "source"))
         return {
             "video_has_audio": any(has_audio_stream(root / name) for name in videos) if videos else None,
-            "leaks": find_leaks(root, _capture_identifiers(episode.recording)),
+            "leaks": find_leaks(root, identifiers),
             "inspection_error": "",
         }
 
@@ -245,7 +261,7 @@ def inspect_request(request: ReleaseRequest) -> int:
     for item in request.items.filter(inspected_at__isnull=True).select_related("episode__recording__study"):
         try:
             result = _inspect(item)
-        except (FileNotFoundError, ValueError) as exc:
+        except (FileNotFoundError, ValueError, SourceError) as exc:
             result = {"inspection_error": str(exc)}
         with transaction.atomic():
             ReleaseItem.objects.filter(pk=item.pk).update(inspected_at=timezone.now(), **result)

@@ -37,7 +37,8 @@ def section(request: ReleaseRequest, items: list[ReleaseItem] | None = None) -> 
         study=request.study.code, release_id=request.release_id, purpose=request.purpose,
         requested_by=request.requested_by.get_username(), requested_at=rfc3339(request.created_at),
         episodes=[{"episode_index": item.episode_index, "episode_id": item.episode.recording.capture_id,
-                   "receipt_sha256": item.receipt_sha256, "files": item.files} for item in items])
+                   "receipt_sha256": item.receipt_sha256, "files": item.files} for item in items],
+        supersedes=request.supersedes.release_id if request.supersedes_id else None)
 
 
 def section_digest(request: ReleaseRequest, items: list[ReleaseItem] | None = None) -> str:

@@ -16,6 +16,7 @@ from portal.access.models import Role
 from portal.access.permissions import has_role
 from portal.audit.services import record
 from portal.core import queue, storage
+from portal.core.states import lock_fresh, save_move
 from portal.recordings.models import Episode, Recording
 from portal.releases.exceptions import ReleaseError, StorageUnavailable
 from portal.releases.models import EpisodeTag, ReleaseItem, ReleaseRequest
@@ -37,17 +38,8 @@ def set_state(actor, request: ReleaseRequest, state: str, *, action: str, after:
     """Move ``request`` to ``state`` (``IllegalTransition`` if the table forbids it) with ``fields``, audited, in
     the caller's transaction."""
     before = snapshot(request)
-    request.move_to(state)
-    for name, value in fields.items():
-        setattr(request, name, value)
-    request.save()
+    save_move(request, state, fields)
     record(actor, action, request, before=before, after={**snapshot(request), **(after or {})})
-
-
-def lock_fresh(request: ReleaseRequest) -> None:
-    """Lock the request's row and reload it, so a state check holds until the transaction ends."""
-    ReleaseRequest.objects.select_for_update(of=("self",)).only("pk").get(pk=request.pk)
-    request.refresh_from_db()
 
 
 def releasable_episodes() -> QuerySet[Episode]:

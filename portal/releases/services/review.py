@@ -3,21 +3,20 @@ info and episode metadata), each file checked against the request's frozen diges
 
 from __future__ import annotations
 
-import json
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from django.core.cache import cache
+from django.utils import timezone
 
 from exporter.receipt import file_digest
-from exporter.review import episode_review as review_of_shard
+from exporter.review import review_files, shard_review
 from portal.core import storage
 from portal.releases.exceptions import ReleaseError
 from portal.releases.models import ReleaseItem
 
 CACHE_SECONDS = 3600
-METADATA, INFO = "ceres/episode-metadata.json", "meta/info.json"
 
 
 def video_path(item: ReleaseItem) -> str | None:
@@ -25,28 +24,42 @@ def video_path(item: ReleaseItem) -> str | None:
     return next((entry["path"] for entry in item.files if entry["path"].endswith(".mp4")), None)
 
 
-def _fetch(item: ReleaseItem, path: str, root: Path) -> Path:
+def caption(recording, *, headset: bool) -> str:
+    """The line under the viewer's video: capture, recording time, designator (and, for the study's own staff,
+    the headset)."""
+    parts = [recording.capture_id, f"recorded {timezone.localtime(recording.recorded_at):%Y-%m-%d %H:%M}",
+             str(recording.demonstrator or "—")]
+    if headset:
+        parts.append(str(recording.headset or "—"))
+    return " · ".join(parts)
+
+
+def _fetch(item: ReleaseItem, path: str, root: Path, *, released: bool) -> None:
+    """A file of the episode's shard: from the shards storage, or (``released``) from the published release's
+    copy, which is what researchers are shown (a withdrawal removes it)."""
     entry = next(entry for entry in item.files if entry["path"] == path)
     local = root / path
-    storage.fetch(storage.shards(), item.episode.prefix + path, local)
+    if released:
+        storage.fetch(storage.releases(), f"{item.request.prefix}{item.folder}/{path}", local)
+    else:
+        storage.fetch(storage.shards(), item.episode.prefix + path, local)
     if file_digest(local) != (entry["sha256"], entry["bytes"]):
         raise ReleaseError(f"{item.folder}/{path} in storage does not match its receipt; the episode cannot be "
                            f"reviewed")
-    return local
 
 
-def episode_review(item: ReleaseItem) -> dict[str, Any]:
-    """Series, segments, gaps and removed retries of the episode (``exporter.review``), cached by receipt."""
+def episode_review(item: ReleaseItem, *, released: bool = False) -> dict[str, Any]:
+    """Series, segments, gaps and removed retries of the episode (``exporter.review``), cached by receipt (the
+    same receipt means the same bytes, wherever they are read from)."""
     key = f"ceres-review-{item.receipt_sha256}"
     cached = cache.get(key)
     if cached is not None:
         return cached
-    data = next(entry["path"] for entry in item.files if entry["path"].startswith("data/"))
     with tempfile.TemporaryDirectory(prefix="ceres-review-") as scratch:
         root = Path(scratch)
-        metadata = json.loads(_fetch(item, METADATA, root).read_bytes())
-        info = json.loads(_fetch(item, INFO, root).read_bytes())
-        result = review_of_shard(_fetch(item, data, root), fps=info["fps"], segments=metadata.get("segments", []))
+        for path in review_files(entry["path"] for entry in item.files):
+            _fetch(item, path, root, released=released)
+        result = shard_review(root)
     result["episode"] = item.folder
     cache.set(key, result, CACHE_SECONDS)
     return result

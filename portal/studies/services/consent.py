@@ -3,7 +3,6 @@ withdrawn) and coverage: is a demonstrator's recording covered for a scope?"""
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django_scopes import scope as study_scope
 
+from exporter.receipt import bytes_digest
 from portal.access.models import Role
 from portal.access.permissions import has_role
 from portal.audit.services import record
@@ -72,7 +72,7 @@ def upload_consent_document(actor, study: Study, *, identifier: str, version: st
     if len(content) > CONSENT_DOCUMENT_MAX_BYTES:
         raise RegistryError(f"the consent document is larger than {CONSENT_DOCUMENT_MAX_BYTES // (1024 * 1024)} MB")
     media_type, extension = _media_type(content)
-    sha256 = hashlib.sha256(content).hexdigest()
+    sha256, size = bytes_digest(content)
     with study_scope(study=study):
         if ConsentDocument.objects.filter(identifier=identifier, version=version).exists():
             raise RegistryError(f"consent document {identifier} version {version} already exists in study "
@@ -87,7 +87,7 @@ def upload_consent_document(actor, study: Study, *, identifier: str, version: st
             with transaction.atomic():  # a concurrent upload of the same identifier and version loses here
                 document = ConsentDocument.objects.create(
                     study=study, identifier=identifier, version=version, issued_on=issued_on, file_name=name,
-                    media_type=media_type, sha256=sha256, size=len(content), uploaded_by=signed_in_user(actor),
+                    media_type=media_type, sha256=sha256, size=size, uploaded_by=signed_in_user(actor),
                 )
         except IntegrityError:
             raise RegistryError(f"consent document {identifier} version {version} already exists in study "

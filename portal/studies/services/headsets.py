@@ -1,5 +1,5 @@
-"""Headsets: registration one by one or from a CSV file (all or nothing), retirement, and the look-up ingest
-makes."""
+"""Headsets: registration one by one or from a CSV file (all or nothing), the date from which a headset is the
+study's (declared at registration or later), retirement, the look-up ingest makes and the release gate's rule."""
 
 from __future__ import annotations
 
@@ -9,16 +9,18 @@ from datetime import date
 from typing import IO
 
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 from django_scopes import scope as study_scope
 
 from portal.audit.services import record
 from portal.studies.exceptions import HeadsetImportError, RegistryError
 from portal.studies.models import Headset, Study
-from portal.studies.services.rules import check_open_for_registry, signed_in_user
+from portal.studies.services.rules import check_open_for_registry, signed_in_user, today
 
 HEADSET_ID_MAX_CHARS = 128
 HEADSET_CSV_MAX_ROWS = 10_000
 HEADSET_CSV_MAX_BYTES = 2 * 1024 * 1024
+CSV_COLUMNS = ("headset_id", "model", "assigned_on")
 
 def headset_id_problem(headset_id: str) -> str | None:
     """Why ``headset_id`` cannot be a headset ID, or None when it can."""
@@ -35,14 +37,31 @@ def headset_id_problem(headset_id: str) -> str | None:
     return None
 
 
+def assigned_on_problem(assigned_on: date, registered_on: date, retired_on: date | None = None) -> str | None:
+    """Why ``assigned_on`` cannot be declared as the date from which a headset registered on ``registered_on``
+    (and retired on ``retired_on``) was the study's, or None when it can: never after the registration, and
+    before the retirement."""
+    if assigned_on > registered_on:
+        return f"the headset cannot be the study's from {assigned_on}, after its registration on {registered_on}"
+    if retired_on is not None and assigned_on >= retired_on:
+        return (f"the headset cannot be the study's from {assigned_on}: it was retired on {retired_on}, on or "
+                f"before that date")
+    return None
+
+
 def _headset_snapshot(headset: Headset) -> dict:
-    return {"headset_id": headset.headset_id, "model": headset.model, "retired_on": headset.retired_on}
+    return {"headset_id": headset.headset_id, "model": headset.model, "assigned_on": headset.assigned_on,
+            "retired_on": headset.retired_on}
 
 
 @transaction.atomic
-def register_headset(actor, study: Study, *, headset_id: str, model: str = "") -> Headset:
+def register_headset(actor, study: Study, *, headset_id: str, model: str = "",
+                     assigned_on: date | None = None) -> Headset:
+    """Register a headset; it is the study's from ``assigned_on`` (the coordinator's declaration: today, the
+    registration date, unless an earlier date is given)."""
     check_open_for_registry(study)
-    problem = headset_id_problem(headset_id)
+    assigned_on = assigned_on or today()
+    problem = headset_id_problem(headset_id) or assigned_on_problem(assigned_on, today())
     if problem:
         raise RegistryError(problem)
     with study_scope(study=study):
@@ -52,7 +71,7 @@ def register_headset(actor, study: Study, *, headset_id: str, model: str = "") -
         try:
             with transaction.atomic():  # a concurrent registration of the same ID loses here
                 headset = Headset.objects.create(study=study, headset_id=headset_id, model=model.strip()[:128],
-                                                 registered_by=signed_in_user(actor))
+                                                 assigned_on=assigned_on, registered_by=signed_in_user(actor))
         except IntegrityError:
             raise duplicate from None
         record(actor, "headset.registered", headset, after=_headset_snapshot(headset))
@@ -73,7 +92,8 @@ def _csv_text(fileobj: IO) -> str:
 
 @transaction.atomic
 def import_headsets_csv(actor, study: Study, fileobj: IO) -> list[Headset]:
-    """Register every headset of a CSV file (columns ``headset_id`` and optional ``model``), or none.
+    """Register every headset of a CSV file (columns ``headset_id``, optional ``model`` and ``assigned_on``, an
+    ISO date, blank for the registration date), or none.
 
     Row numbers count like a spreadsheet: the header is row 1, the first headset row 2 (row 0 is the
     file as a whole: too large, not UTF-8). Any bad row
@@ -84,10 +104,12 @@ def import_headsets_csv(actor, study: Study, fileobj: IO) -> list[Headset]:
     reader = csv.reader(io.StringIO(_csv_text(fileobj), newline=""))
     header = [name.strip().lower() for name in next(reader, [])]
     if "headset_id" not in header:
-        raise HeadsetImportError([(1, "the header row needs a headset_id column (and optionally model)")])
-    unknown = sorted(set(header) - {"headset_id", "model"})
+        raise HeadsetImportError([(1, "the header row needs a headset_id column (and optionally model, "
+                                      "assigned_on)")])
+    unknown = sorted(set(header) - set(CSV_COLUMNS))
     if unknown:
-        raise HeadsetImportError([(1, f"unknown column(s) {', '.join(unknown)}; expected headset_id, model")])
+        raise HeadsetImportError([(1, f"unknown column(s) {', '.join(unknown)}; expected "
+                                      f"{', '.join(CSV_COLUMNS)}")])
     with study_scope(study=study):
         registered = set(Headset.objects.values_list("headset_id", flat=True))
         rows = _headset_rows(reader, header, registered, study)
@@ -95,11 +117,12 @@ def import_headsets_csv(actor, study: Study, fileobj: IO) -> list[Headset]:
         try:
             with transaction.atomic():  # a concurrent import of the same IDs loses here, like a sequential one
                 headsets = [Headset.objects.create(study=study, headset_id=headset_id, model=model,
-                                                   registered_by=user) for _, headset_id, model in rows]
+                                                   assigned_on=assigned_on, registered_by=user)
+                            for _, headset_id, model, assigned_on in rows]
         except IntegrityError:
             registered = set(Headset.objects.values_list("headset_id", flat=True))
             raise HeadsetImportError([(row, _already_registered(headset_id, study))
-                                      for row, headset_id, _ in rows if headset_id in registered]) from None
+                                      for row, headset_id, *_ in rows if headset_id in registered]) from None
         for headset in headsets:
             record(actor, "headset.registered", headset, after=_headset_snapshot(headset))
     return headsets
@@ -109,10 +132,23 @@ def _already_registered(headset_id: str, study: Study) -> str:
     return f"headset ID {headset_id!r} is already registered in study {study.code}"
 
 
-def _headset_rows(reader, header: list[str], registered: set[str], study: Study) -> list[tuple[int, str, str]]:
-    """The CSV's headset rows as (row number, headset ID, model); HeadsetImportError lists every bad row."""
+def _csv_assigned_on(text: str) -> tuple[date | None, str | None]:
+    """The ``assigned_on`` cell as a date (the registration date when blank), or why it is not one."""
+    if not text:
+        return today(), None
+    try:
+        assigned_on = date.fromisoformat(text)
+    except ValueError:
+        return None, f"assigned_on {text!r} is not a date (YYYY-MM-DD)"
+    return assigned_on, assigned_on_problem(assigned_on, today())
+
+
+def _headset_rows(reader, header: list[str], registered: set[str],
+                  study: Study) -> list[tuple[int, str, str, date]]:
+    """The CSV's headset rows as (row number, headset ID, model, assigned_on); HeadsetImportError lists every
+    bad row."""
     errors: list[tuple[int, str]] = []
-    rows: list[tuple[int, str, str]] = []
+    rows: list[tuple[int, str, str, date]] = []
     first_row: dict[str, int] = {}
     for row_number, values in enumerate(reader, start=2):
         if not any(value.strip() for value in values):
@@ -125,6 +161,7 @@ def _headset_rows(reader, header: list[str], registered: set[str], study: Study)
             continue
         fields = dict(zip(header, values, strict=True))
         headset_id, model = fields["headset_id"].strip(), fields.get("model", "").strip()
+        assigned_on, assigned_problem = _csv_assigned_on(fields.get("assigned_on", "").strip())
         problem = headset_id_problem(headset_id)
         if problem:
             errors.append((row_number, problem))
@@ -134,9 +171,11 @@ def _headset_rows(reader, header: list[str], registered: set[str], study: Study)
             errors.append((row_number, f"headset ID {headset_id!r} repeats row {first_row[headset_id]}"))
         elif len(model) > 128:
             errors.append((row_number, "the model is longer than 128 characters"))
+        elif assigned_problem:
+            errors.append((row_number, assigned_problem))
         else:
             first_row[headset_id] = row_number
-            rows.append((row_number, headset_id, model))
+            rows.append((row_number, headset_id, model, assigned_on))
     if errors:
         raise HeadsetImportError(errors)
     if not rows:
@@ -144,21 +183,45 @@ def _headset_rows(reader, header: list[str], registered: set[str], study: Study)
     return rows
 
 
+def _save_change(actor, locked: Headset, action: str, **fields) -> None:
+    """Set ``fields`` on the locked headset, save them and audit the change with the headset before and after."""
+    before = _headset_snapshot(locked)
+    for name, value in fields.items():
+        setattr(locked, name, value)
+    locked.save(update_fields=list(fields))
+    record(actor, action, locked, before=before, after=_headset_snapshot(locked))
+
+
+@transaction.atomic
+def declare_assigned_on(actor, headset: Headset, assigned_on: date) -> Headset:
+    """A coordinator declares (again) the date from which the headset was the study's: earlier than said at
+    registration when its recordings began before it (never later than the registration date, and before its
+    retirement). Audited with the date before and after."""
+    with study_scope(study=headset.study):
+        locked = Headset.objects.select_for_update().get(pk=headset.pk)
+        if assigned_on == locked.assigned_on:
+            raise RegistryError(f"headset {locked.headset_id!r} is already the study's since {assigned_on}")
+        problem = assigned_on_problem(assigned_on, timezone.localdate(locked.registered_at), locked.retired_on)
+        if problem:
+            raise RegistryError(problem)
+        _save_change(actor, locked, "headset.assignment_declared", assigned_on=assigned_on)
+    headset.assigned_on = assigned_on
+    return locked
+
+
 @transaction.atomic
 def retire_headset(actor, headset: Headset, on_date: date) -> Headset:
     """Retire a headset from ``on_date``: recordings made on or after that date are quarantined.
 
     The date may precede the registration: a headset used and retired before anyone registered it
-    is registered late so that its earlier recordings can be checked.
+    is registered late (with the earlier date it was the study's from) so that its earlier recordings can be
+    checked.
     """
     with study_scope(study=headset.study):
         locked = Headset.objects.select_for_update().get(pk=headset.pk)
         if locked.retired_on is not None:
             raise RegistryError(f"headset {locked.headset_id!r} was already retired on {locked.retired_on}")
-        before = _headset_snapshot(locked)
-        locked.retired_on = on_date
-        locked.save(update_fields=["retired_on"])
-        record(actor, "headset.retired", locked, before=before, after=_headset_snapshot(locked))
+        _save_change(actor, locked, "headset.retired", retired_on=on_date)
     headset.retired_on = on_date
     return locked
 
@@ -167,7 +230,9 @@ def headset_for_recording(study: Study, headset_id: str, recorded_on: date) -> H
     """The study's headset that made a recording on ``recorded_on``; RegistryError if unknown or retired.
 
     Registration may come after the recording (a coordinator fixes the registry, then re-checks a
-    quarantined recording), so only the retirement date is compared.
+    quarantined recording), so only the retirement date is compared: whether the headset was the study's on
+    the recording date is the release gate's question (``not_the_studys_on``), which a declared
+    ``assigned_on`` answers.
     """
     with study_scope(study=study):
         headset = Headset.objects.filter(headset_id=headset_id).first()
@@ -177,3 +242,14 @@ def headset_for_recording(study: Study, headset_id: str, recorded_on: date) -> H
         raise RegistryError(f"headset {headset_id!r} was retired on {headset.retired_on}, "
                             f"on or before the recording date {recorded_on}")
     return headset
+
+
+def not_the_studys_on(headset: Headset, on_date: date) -> str | None:
+    """Why a recording made on ``on_date`` was not made by a headset of the study (it was assigned to the study
+    after that date, or retired on or before it), or None when it was: the release gate's headset check
+    (governance section 7)."""
+    if headset.assigned_on > on_date:
+        return f"{headset} was assigned to the study on {headset.assigned_on}, after the recording date {on_date}"
+    if headset.retired_on is not None and headset.retired_on <= on_date:
+        return f"{headset} was retired on {headset.retired_on}, on or before the recording date {on_date}"
+    return None

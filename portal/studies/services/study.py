@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import hashlib
-
 from django.db import IntegrityError, transaction
 from django_scopes import scope as study_scope
 
+from exporter.receipt import bytes_digest
 from portal.audit.services import record
 from portal.studies.exceptions import RegistryError, StudyError
 from portal.studies.models import DataUseAgreement, Study
@@ -23,6 +22,7 @@ def _snapshot(study: Study) -> dict:
         "audio_retain_days": study.audio_retain_days,
         "approvals_required": study.approvals_required,
         "approval_second_factor": study.approval_second_factor,
+        "carry_over_approvals": study.carry_over_approvals,
     }
 
 
@@ -119,6 +119,18 @@ def set_approval_second_factor(actor, study: Study, required: bool) -> Study:
     return locked
 
 
+@transaction.atomic
+def set_carry_over_approvals(actor, study: Study, carry: bool) -> Study:
+    """Whether a release superseded after a consent withdrawal keeps its approvals (else it goes back to review)."""
+    locked = _locked(study)
+    before = _snapshot(locked)
+    locked.carry_over_approvals = bool(carry)
+    locked.save(update_fields=["carry_over_approvals"])
+    record(actor, "study.carry_over_approvals_changed", locked, before=before, after=_snapshot(locked))
+    study.carry_over_approvals = locked.carry_over_approvals
+    return locked
+
+
 def current_data_use_agreement(study: Study) -> DataUseAgreement | None:
     with study_scope(study=study):
         return DataUseAgreement.objects.order_by("-version").first()
@@ -133,7 +145,7 @@ def publish_data_use_agreement(actor, study: Study, *, text: str) -> DataUseAgre
     _locked(study)  # serialises version numbers
     with study_scope(study=study):
         current = DataUseAgreement.objects.order_by("-version").first()
-        sha256 = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        sha256, _ = bytes_digest(text.encode("utf-8"))
         if current is not None and current.sha256 == sha256:
             raise RegistryError(f"the text is identical to the current data-use agreement v{current.version}")
         agreement = DataUseAgreement.objects.create(

@@ -29,14 +29,27 @@ def staff_client(client, make_user, study):
     "/accounts/login/", "/", "/studies/alpha/", "/accounts/", "/api/docs/", "/api/schema/", "/api/studies/",
     "/admin/", "/admin/auth/user/", "/healthz",
 ])
-def test_every_response_carries_the_policy(staff_client, path):
+def test_every_response_carries_the_policy(staff_client, path, settings):
     response = staff_client.get(path)
     assert response.status_code == 200, path
     policy = _policy(response)
     assert policy["default-src"] == ["'self'"]
     assert policy["script-src"] == ["'self'"] and policy["style-src"] == ["'self'"]
     assert policy["frame-ancestors"] == ["'none'"] and policy["object-src"] == ["'none'"]
-    assert not any("unsafe" in value or "http" in value for values in policy.values() for value in values)
+    # One other origin, and only for forms: a download button's redirect to the releases bucket's signed link.
+    allowed = {"form-action": set(settings.CONTENT_SECURITY_POLICY["DIRECTIVES"]["form-action"])}
+    assert not any("unsafe" in value or ("http" in value and value not in allowed.get(name, ()))
+                   for name, values in policy.items() for value in values)
+    assert policy["form-action"][0] == "'self'" and len(policy["form-action"]) == (
+        2 if settings.STORAGE_BACKEND == "s3" else 1)
+
+
+def test_form_action_names_the_releases_bucket_origin_only_on_s3():
+    from portal import settings as portal_settings
+
+    assert portal_settings._download_origins() == (
+        [] if portal_settings.STORAGE_BACKEND == "local"
+        else [portal_settings.STORAGES["releases"]["OPTIONS"]["endpoint_url"].rstrip("/")])
 
 
 def test_api_docs_load_swagger_ui_from_the_portal(staff_client):

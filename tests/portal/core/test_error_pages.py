@@ -67,3 +67,31 @@ def test_bad_request_and_server_error_pages(client, demo, settings, url, status,
     client.raise_request_exception = False
     page = assert_portal_page(client.get(url), status)
     assert f"<h1>{heading}</h1>" in page
+
+
+def _form_token(page: str) -> str:
+    return re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)
+
+
+def test_a_form_without_its_csrf_token_gets_the_portals_page_saying_to_reload_it(demo):
+    browser = Client(enforce_csrf_checks=True)
+    response = browser.post("/accounts/login/", {"username": "coordinator", "password": "ceres-demo-coordinator"})
+    page = assert_portal_page(response, 403)
+    assert "<h1>This form could not be accepted</h1>" in page
+    assert "Reload the page with the form and submit it again." in page
+    assert "CSRF verification failed" not in page, "not Django's bare page"
+    assert "<style" not in page and "<script" not in page and " style=" not in page, "nothing the CSP forbids"
+    assert "script-src 'self'" in response["Content-Security-Policy"]
+    assert "_auth_user_id" not in browser.session, "nothing was done"
+
+
+def test_a_stale_form_after_signing_in_in_another_tab_gets_the_same_page(demo):
+    browser = Client(enforce_csrf_checks=True)
+    first_tab = _form_token(browser.get("/accounts/login/").content.decode())
+    second_tab = _form_token(browser.get("/accounts/login/").content.decode())
+    credentials = {"username": "coordinator", "password": "ceres-demo-coordinator"}
+    assert browser.post("/accounts/login/", {**credentials, "csrfmiddlewaretoken": first_tab}).status_code == 302
+    # Signing in rotated the CSRF secret: the form still open in the second tab is stale.
+    page = assert_portal_page(browser.post("/accounts/login/", {**credentials, "csrfmiddlewaretoken": second_tab}), 403)
+    assert "Reload the page with the form and submit it again." in page
+    assert '<nav aria-label="Studies">' in page, "the navigation bar of the user now signed in"

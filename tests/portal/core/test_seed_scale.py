@@ -8,11 +8,14 @@ import itertools
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db.models import Count
 from django_scopes import scope
 
 from portal.audit.models import AuditEvent
 from portal.audit.services import Entry, record, record_many, verify_chain
 from portal.recordings.models import Episode, Recording, RecordingLog
+from portal.releases.models import Approval, ReleaseRequest
+from portal.releases.services import manifest
 from portal.studies.models import Demonstrator, Headset, Study
 
 pytestmark = pytest.mark.django_db
@@ -27,7 +30,7 @@ def _seed(*args: str) -> str:
 def test_seeds_the_numbers_asked_for_with_a_chain_that_verifies():
     before = AuditEvent.objects.count()
     output = _seed("--study", "year", "--episodes", "400", "--audit-events", "6000", "--headsets", "7",
-                   "--demonstrators", "30", "--password", "seed-password-1")
+                   "--demonstrators", "30", "--release-requests", "9", "--password", "seed-password-1")
     study = Study.objects.get(code="year")
     with scope(study=study):
         recordings = Recording.objects.all()
@@ -43,9 +46,22 @@ def test_seeds_the_numbers_asked_for_with_a_chain_that_verifies():
         # A year of history, not one minute: the list's order spans months.
         newest, oldest = recordings.order_by("-created_at")[0], recordings.order_by("created_at")[0]
         assert (newest.created_at - oldest.created_at).days > 300
+        # Release requests of verified episodes, with the digest of what they froze and the approvals given.
+        requests_ = ReleaseRequest.objects.order_by("number")
+        assert list(requests_.values_list("number", flat=True)) == list(range(1, 10))
+        assert dict(requests_.values_list("state").annotate(n=Count("pk")).order_by()) == {
+            "draft": 3, "awaiting_approval": 3, "rejected": 3}
+        for request in requests_:
+            assert request.items.count() == request.episode_count >= 1
+            assert not request.items.exclude(episode__receipt_status="verified").exists()
+            assert request.manifest_sha256 == manifest.section_digest(request)
+        assert Approval.objects.filter(request__state="awaiting_approval").count() == 2
+        assert not Approval.objects.exclude(request__state="awaiting_approval").exists()
+        assert AuditEvent.objects.filter(action="release.requested").count() == 9
+        assert AuditEvent.objects.filter(action="release.approval_given").count() == 2
     assert AuditEvent.objects.count() - before == 6000
     assert verify_chain() == (AuditEvent.objects.count(), None)
-    assert "400 recordings" in output and "year-coordinator" in output
+    assert "400 recordings" in output and "9 release requests" in output and "year-coordinator" in output
     out = io.StringIO()
     call_command("audit_verify", stdout=out)
     assert "audit chain intact" in out.getvalue()

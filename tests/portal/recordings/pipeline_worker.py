@@ -41,6 +41,7 @@ def worker_env(settings, data_dir: Path, queue: str, **extra: str) -> dict[str, 
         "CERES_DATA_DIR": str(data_dir),
         "CERES_AUDIO_MASTER_KEY": base64.b64encode(settings.CERES_AUDIO_MASTER_KEY).decode(),
         "CERES_SIGNING_KEY": base64.b64encode(settings.CERES_SIGNING_KEY).decode(),
+        "CERES_AUDIT_KEY": base64.b64encode(settings.CERES_AUDIT_KEY).decode(),
         **extra,
     }
 

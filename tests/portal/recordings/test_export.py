@@ -14,8 +14,9 @@ from django.core.files.storage import storages
 from django_scopes import scope
 
 from exporter.receipt import RECEIPT
-from portal.recordings.exceptions import ExportBusy
-from portal.recordings.models import Alert, Episode, Recording, StudyDataset
+from portal.core.errors import LeaseBusy
+from portal.fixity.models import Alert
+from portal.recordings.models import Episode, Recording, StudyDataset
 from portal.recordings.services.export import allocate_episode, claim_export, export_recording, retry_export
 from portal.recordings.services.ingest import ingest_path
 from portal.recordings.services.verification import reverify_all, verify_episode
@@ -152,7 +153,7 @@ def test_a_live_lease_makes_another_attempt_wait(reg, make_capture):
     recording = accepted(reg, make_capture)
     with scope(study=reg.study):
         claim_export(recording.pk)  # another worker's attempt, still running
-        with pytest.raises(ExportBusy, match=r"another export attempt holds the lease for \d+ s more"):
+        with pytest.raises(LeaseBusy, match=r"another export attempt holds the lease for \d+ s more"):
             export_recording(recording.pk)
         recording.refresh_from_db()
         assert recording.state == State.RUNNING

@@ -6,6 +6,7 @@ import pytest
 from botocore.exceptions import EndpointConnectionError
 from django_scopes import scope
 
+from portal.core.errors import LeaseBusy
 from portal.recordings import tasks
 from portal.recordings.models import Recording
 from portal.recordings.services import export, ingest
@@ -57,6 +58,43 @@ def test_a_transient_error_then_success(queued, monkeypatch):
     assert len(attempts) == 2 and queued.state == Recording.State.EXPORTED
 
 
+def test_a_busy_lease_is_waited_for_not_given_up(queued, monkeypatch):
+    """Another attempt holding the lease is no error: the task tries again once the lease has run out."""
+    real = export.export_recording
+    attempts = []
+
+    def busy_then_free(recording_id):
+        attempts.append(recording_id)
+        if len(attempts) < 3:
+            raise LeaseBusy("export", 30)
+        return real(recording_id)
+
+    monkeypatch.setattr(export, "export_recording", busy_then_free)
+    tasks.export_recording.apply(args=[queued.pk])
+    queued.refresh_from_db()
+    assert len(attempts) == 3 and queued.state == Recording.State.EXPORTED
+    with scope(study=queued.study):
+        assert not [m for m in queued.log.values_list("message", flat=True) if m.startswith("storage error")]
+
+
+def test_a_lease_busy_longer_than_the_retry_limit_is_still_waited_for(queued, monkeypatch):
+    """Celery's max_retries=None means the task's own limit (12): a wait for a long-running attempt must not
+    turn into a failure after 12 busy tries."""
+    real = export.export_recording
+    attempts = []
+
+    def busy_for_long(recording_id):
+        attempts.append(recording_id)
+        if len(attempts) <= 12 + 3:
+            raise LeaseBusy("export", 0)
+        return real(recording_id)
+
+    monkeypatch.setattr(export, "export_recording", busy_for_long)
+    tasks.export_recording.apply(args=[queued.pk])
+    queued.refresh_from_db()
+    assert len(attempts) == 12 + 4 and queued.state == Recording.State.EXPORTED
+
+
 def test_an_unexpected_error_fails_the_export_visibly(queued, monkeypatch):
     def broken(recording_id):
         raise KeyError("rows")
@@ -89,5 +127,6 @@ def test_beat_schedule_names_registered_tasks(settings):
 
     app.loader.import_default_modules()
     names = {entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()}
-    assert {"recordings.poll_inbox", "recordings.purge_expired_audio", "recordings.reverify_shards"} <= names
+    assert {"recordings.poll_inbox", "recordings.purge_expired_audio", "recordings.reverify_shards",
+            "audit.write_checkpoint", "audit.verify_chain"} <= names
     assert names <= set(app.tasks)

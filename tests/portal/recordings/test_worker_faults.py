@@ -21,7 +21,7 @@ from portal.recordings.services.verification import verify_episode
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 REPO = Path(__file__).resolve().parents[3]
-VISIBILITY_TIMEOUT = 60  # the worker's CERES_TASK_VISIBILITY_TIMEOUT (its minimum)
+VISIBILITY_TIMEOUT = 10  # the worker's CERES_TASK_VISIBILITY_TIMEOUT (its minimum)
 DONE = (Recording.State.EXPORTED, Recording.State.VERIFIED)  # the worker verifies right after the export
 # The first and the last artefact of a shard with a camera (the upload goes in path order, receipt last).
 FIRST_ARTEFACT = "ceres/episode-metadata.json"
@@ -103,6 +103,7 @@ def test_worker_killed_mid_export(reg, make_capture, worker):
 
 
 @pytest.mark.s3
+@pytest.mark.outage
 def test_s3_gateway_down_during_export(reg, make_capture, worker, settings):
     """The gateway stops while the worker waits before the shard's first object (a barrier), so the upload
     meets the outage whatever the machine's speed: the task retries until the gateway is back."""

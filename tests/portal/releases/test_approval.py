@@ -17,7 +17,7 @@ from django_scopes import scope
 from portal.accounts.services import provision_second_factor
 from portal.audit.models import AuditEvent
 from portal.celery import app
-from portal.releases.exceptions import ApprovalRefused, ReleaseError, SecondFactorNeeded
+from portal.releases.exceptions import ApprovalRefused, IllegalTransition, ReleaseError, SecondFactorNeeded
 from portal.releases.models import ReleaseRequest
 from portal.releases.services import requests
 from portal.releases.services.approval import SecondFactor, approve
@@ -125,6 +125,11 @@ def test_rejection_needs_a_reason_and_ends_the_request(team, verified, make_requ
     rejected = load(request)
     assert (rejected.state, rejected.reason, rejected.rejected_by) == (
         State.REJECTED, "consent wording under review", team.reg.ethics)
+    events = AuditEvent.objects.count()
+    with scope(study=team.study), pytest.raises(IllegalTransition,
+                                                match=r"release-\d{4} is rejected; it cannot become awaiting approval"):
+        requests.set_state(team.reg.coordinator, rejected, State.AWAITING_APPROVAL, action="release.submitted")
+    assert load(request).state == State.REJECTED and AuditEvent.objects.count() == events
     client.force_login(team.reg.coordinator)
     page = client.get(reverse("release-detail", args=[team.study.code, request.number]))
     assert "consent wording under review" in page.content.decode()

@@ -23,8 +23,9 @@ from portal.releases.exceptions import GateFailed
 from portal.releases.models import ReleaseRequest
 from portal.releases.services import gate, requests
 from portal.releases.services.approval import approve
+from portal.studies.models import Headset
 from portal.studies.services.consent import withdraw_consent
-from portal.studies.services.headsets import retire_headset
+from portal.studies.services.headsets import declare_assigned_on, retire_headset
 
 pytestmark = pytest.mark.django_db
 
@@ -68,7 +69,10 @@ def test_a_clean_request_passes_every_check(team, verified, make_request):
     request = make_request(verified(1))
     checks = checklist(request)["episode-000000"]
     assert {key: status for key, (status, _) in checks.items()} == dict.fromkeys(gate.LABELS, gate.PASS)
-    assert "registered late, on" in checks["headset"][1]  # the fixture registers the headset after recording
+    with scope(study=team.study):
+        headset = team.reg.headset
+        assert checks["headset"][1] == (f"HS-01: in the study since {headset.assigned_on} (registered on "
+                                        f"{timezone.localdate(headset.registered_at)})")
 
 
 def test_consent_not_covering_the_recording_date(team, verified, make_request):
@@ -99,6 +103,30 @@ def test_headset_retired_on_the_recording_date(team, verified, make_request):
     assert failing(request) == {"episode-000000": {
         "headset": f"HS-01 was retired on {episode.recording.recorded_on}, on or before the recording date "
                    f"{episode.recording.recorded_on}"}}
+
+
+def test_headset_assigned_to_the_study_after_the_recording_date(make_registry, verified_factory):
+    """The recording arrived from a headset registered (and so assigned) only after it was made: ingest accepts
+    it, the gate does not; declaring that the headset was the study's from the recording date on lets it pass."""
+    reg = make_registry()
+    episode = verified_factory(reg)
+    recorded_on = episode.recording.recorded_on
+    registered_on = timezone.localdate(reg.headset.registered_at)
+    update(Headset, reg.headset.pk, assigned_on=registered_on)  # as if registered without declaring a date
+    with scope(study=reg.study):
+        request = requests.create_request(reg.coordinator, reg.study, episodes=[episode], purpose="p")
+        gate.inspect_request(request)
+    assert failing(request) == {"episode-000000": {
+        "headset": f"HS-01 was assigned to the study on {registered_on}, after the recording date {recorded_on}"}}
+    with scope(study=reg.study), pytest.raises(GateFailed, match="headset registered to the study on the recording "
+                                                                  "date: HS-01 was assigned to the study on"):
+        requests.submit(reg.coordinator, request)
+
+    with scope(study=reg.study):
+        declare_assigned_on(reg.coordinator, Headset.objects.get(pk=reg.headset.pk), recorded_on)
+    assert failing(request) == {}
+    assert checklist(request)["episode-000000"]["headset"] == (
+        gate.PASS, f"HS-01: in the study since {recorded_on} (registered on {registered_on})")
 
 
 def test_audio_stream_in_the_stored_video(team, verified, make_request, make_capture):

@@ -71,6 +71,9 @@ def test_review_data_is_downsampled_but_segments_gaps_and_retries_are_exact(team
     assert answer["episode"] == "episode-000000" and answer["fps"] == 15
     assert answer["segments"][0]["frame_index_from"] == 0
     assert answer["segments"][-1]["frame_index_to"] == episode.length
+    page = client.get(reverse("release-episode", args=[team.study.code, request.number, 0])).content.decode()
+    assert 'id="viewer"' in page and "{#" not in page and "{%" not in page  # no template text shown
+    assert str(episode.recording.headset) in page  # the study's own staff see the headset under the video
 
 
 def test_the_ethics_officers_queue_and_the_coordinators_requests(team, verified, make_request, client):

@@ -25,7 +25,7 @@ from portal.releases.services.manifest import public_key
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 REPO = Path(__file__).resolve().parents[3]
-VISIBILITY_TIMEOUT = 60  # the worker's CERES_TASK_VISIBILITY_TIMEOUT (its minimum)
+VISIBILITY_TIMEOUT = 10  # the worker's CERES_TASK_VISIBILITY_TIMEOUT (its minimum)
 State = ReleaseRequest.State
 
 
@@ -47,7 +47,7 @@ def progress(request: ReleaseRequest) -> tuple[str, Release | None]:
 @pytest.fixture
 def slow_worker(worker):
     """The pipeline's worker fixture, started through ``slow_worker.py``."""
-    worker.env.update(CERES_RELEASE_LEASE_SECONDS="3", CERES_TEST_PUT_DELAY="0.4")
+    worker.env.update(CERES_RELEASE_LEASE_SECONDS="3", CERES_TEST_PUT_DELAY="0.4", CERES_RELEASE_THREADS="2")
 
     def start() -> None:
         with worker.log.open("ab") as log:
@@ -103,6 +103,7 @@ def test_worker_killed_mid_release_completes_once(approved, slow_worker, tmp_pat
 
 
 @pytest.mark.s3
+@pytest.mark.outage
 def test_s3_gateway_down_mid_release_is_retried_and_completes(approved, slow_worker, settings, tmp_path):
     if settings.STORAGE_BACKEND != "s3":
         pytest.skip("needs the S3 gateway: CERES_STORAGE=s3 and infra/swift/start.sh")

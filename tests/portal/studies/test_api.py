@@ -24,6 +24,17 @@ def test_token_client_registers_and_filters_headsets(api, study):
     retired = api.post(f"/api/studies/alpha/headsets/{headset_pk}/retire/", {"retired_on": "2026-05-01"},
                        format="json")
     assert retired.json()["retired_on"] == "2026-05-01"
+    declared = api.post("/api/studies/alpha/headsets/", {"headset_id": "HS-3", "assigned_on": "2026-01-15"},
+                        format="json")
+    assert declared.status_code == 201 and declared.json()["assigned_on"] == "2026-01-15"
+    moved = api.post(f"/api/studies/alpha/headsets/{declared.json()['id']}/assigned-on/",
+                     {"assigned_on": "2026-01-10"}, format="json")
+    assert moved.status_code == 200 and moved.json()["assigned_on"] == "2026-01-10"
+    later = api.post(f"/api/studies/alpha/headsets/{declared.json()['id']}/assigned-on/",
+                     {"assigned_on": "2999-01-01"}, format="json")
+    assert later.status_code == 400 and "after its registration on" in later.json()["detail"]
+    api.post(f"/api/studies/alpha/headsets/{declared.json()['id']}/retire/", {"retired_on": "2026-06-01"},
+             format="json")
     in_use = api.get("/api/studies/alpha/headsets/?retired=false").json()
     assert [h["headset_id"] for h in in_use["results"]] == ["HS-1"] and in_use["count"] == 1
     assert api.get("/api/studies/alpha/headsets/?retired=maybe").status_code == 400

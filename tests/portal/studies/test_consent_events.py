@@ -118,12 +118,14 @@ def test_events_cannot_be_edited_or_deleted(study, given):
         assert ConsentEvent.objects.get(pk=given.pk).scopes == [RELEASE]
 
 
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="the database trigger exists on PostgreSQL only")
-def test_database_refuses_raw_updates(given):
+def test_database_refuses_raw_updates_and_deletes(given):
+    """The trigger, on PostgreSQL and on SQLite alike."""
     from django.db import DatabaseError, transaction
 
-    with pytest.raises(DatabaseError, match="append-only"), transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("UPDATE studies_consentevent SET reason = 'x' WHERE id = %s", [given.pk])
+    for sql in ("UPDATE studies_consentevent SET reason = 'x' WHERE id = %s",
+                "DELETE FROM studies_consentevent WHERE id = %s"):
+        with pytest.raises(DatabaseError, match="append-only"), transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(sql, [given.pk])
 
 
 def test_document_is_stored_by_content_with_its_digest(study, coordinator, storage_dir):

@@ -29,6 +29,25 @@ def test_register_headset_and_duplicate_error(coordinator_client, study):
     assert "headset ID &#x27;HS-7&#x27; is already registered in study alpha" in response.content.decode()
 
 
+def test_a_coordinator_declares_when_a_headset_joined_the_study(coordinator_client, study):
+    url = _url("study-headsets", study)
+    coordinator_client.post(url, {"headset_id": "HS-7", "assigned_on": "2026-02-01"})
+    with scope(study=study):
+        headset = Headset.objects.get(headset_id="HS-7")
+    assert headset.assigned_on == date(2026, 2, 1)
+    page = coordinator_client.get(url).content.decode()
+    assert 'name="assigned_on" value="2026-02-01"' in page
+    moved = coordinator_client.post(_url("study-assign-headset", study, headset.pk), {"assigned_on": "2026-01-20"},
+                                    follow=True)
+    assert "Headset HS-7 is the study&#x27;s since 2026-01-20." in moved.content.decode()
+    later = timezone.localdate() + timedelta(days=1)
+    refused = coordinator_client.post(_url("study-assign-headset", study, headset.pk), {"assigned_on": later},
+                                      follow=True)
+    assert f"the headset cannot be the study&#x27;s from {later}, after its registration" in refused.content.decode()
+    with scope(study=study):
+        assert Headset.objects.get(pk=headset.pk).assigned_on == date(2026, 1, 20)
+
+
 def test_csv_import_page_lists_the_bad_rows(coordinator_client, study):
     upload = SimpleUploadedFile("headsets.csv", b"headset_id,model\nHS-1,Q3\nX,Q3\n", content_type="text/csv")
     response = coordinator_client.post(_url("study-import-headsets", study), {"csv_file": upload})

@@ -11,6 +11,7 @@ from django_scopes import scope
 
 from portal.access.models import RoleGrant
 from portal.access.services import grant_role
+from portal.audit.models import AuditEvent
 from portal.studies.exceptions import HeadsetImportError, RegistryError, StudyError
 from portal.studies.models import Demonstrator, Headset, Study
 from portal.studies.services.demonstrators import create_demonstrator
@@ -52,6 +53,9 @@ def test_the_same_new_role_grant_twice_at_once(study, attempt):
     outcomes = run_at_once(None, [lambda: grant_role("test", user, study, "researcher")] * 2)
     assert outcomes[0].pk == outcomes[1].pk
     assert RoleGrant.objects.filter(user=user, study=study, role="researcher").count() == 1
+    granted = AuditEvent.objects.filter(action="access.role_granted", target_id=str(outcomes[0].pk),
+                                        after__user=user.get_username())
+    assert granted.count() == 1, "the second grant changed nothing, so it records nothing"
 
 
 @pytest.mark.parametrize("attempt", range(3))

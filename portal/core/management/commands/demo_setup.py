@@ -1,15 +1,19 @@
 """Create a demo study with one user per role and print their logins (idempotent)."""
 
+from datetime import timedelta
+
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.db import transaction
+from django.utils import timezone
 
 from portal.access.models import Role
 from portal.access.services import grant_role
 from portal.accounts import services as accounts
+from portal.research.services.access import grant_access, request_access
 from portal.studies.models import Study
-from portal.studies.services.study import create_study
+from portal.studies.services.study import create_study, current_data_use_agreement, publish_data_use_agreement
 
 DEMO_STUDY = "demo"
 # Demo accounts for a local machine only; `make run` prints them.
@@ -20,6 +24,16 @@ DEMO_USERS = [
     ("researcher", "ceres-demo-researcher", [Role.RESEARCHER]),
 ]
 DEMO_ADMIN = ("admin", "ceres-demo-admin")
+# Signed in but without a role: asks for researcher access, to try the whole researcher journey.
+DEMO_APPLICANT = ("applicant", "ceres-demo-applicant")
+DEMO_AGREEMENT = (
+    "CERES demo study: data-use agreement.\n\n"
+    "1. Use the released episodes only to train and evaluate robot manipulation policies.\n"
+    "2. Do not try to identify any demonstrator, and do not link the data with other data to do so.\n"
+    "3. Keep the data on systems only your project's members can reach; do not pass it on.\n"
+    "4. When the portal tells you an episode was withdrawn, delete every copy of it within 30 days.\n"
+    "5. Cite the study's project identifier in any publication that uses the data."
+)
 
 
 class Command(BaseCommand):
@@ -36,15 +50,28 @@ class Command(BaseCommand):
         admin_name, admin_password = DEMO_ADMIN
         if not User.objects.filter(username=admin_name).exists():
             User.objects.create_superuser(admin_name, password=admin_password)
+        agreement = current_data_use_agreement(study) or publish_data_use_agreement(
+            User.objects.get(username=admin_name), study, text=DEMO_AGREEMENT)
         lines = [f"  {'site admin':<18} {admin_name:<12} {admin_password}"]
         for username, password, roles in DEMO_USERS:
             user = User.objects.filter(username=username).first()
             if user is None:
                 user = User.objects.create_user(username, password=password)
             for role in roles:
-                if not user.role_grants.filter(study=study, role=role).exists():
+                if user.role_grants.filter(study=study, role=role).exists():
+                    continue
+                if role == Role.RESEARCHER:  # as a researcher gets it: asked, agreement accepted, granted
+                    coordinator = User.objects.get(username="coordinator")
+                    asked = request_access(user, study, purpose="Try the demo's released episodes.",
+                                           version=agreement.version, sha256=agreement.sha256)
+                    grant_access(coordinator, asked, expires_at=timezone.now() + timedelta(days=365))
+                else:
                     grant_role(actor, user, study, role)
             lines.append(f"  {Role(roles[0]).label:<18} {username:<12} {password}")
+        applicant, applicant_password = DEMO_APPLICANT
+        if not User.objects.filter(username=applicant).exists():
+            User.objects.create_user(applicant, password=applicant_password)
+        lines.append(f"  {'(no role yet)':<18} {applicant:<12} {applicant_password}")
         self.stdout.write(f"Demo study '{study.code}' ready. Logins (role, username, password):")
         self.stdout.write("\n".join(lines))
         self.stdout.write(self._second_factor(actor, User))

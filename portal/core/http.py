@@ -1,0 +1,32 @@
+"""Serving a stored object over HTTP with Range (browsers seek a video with it; downloads resume with it)."""
+
+from __future__ import annotations
+
+from django.core.files.storage import Storage
+from django.http import HttpRequest, StreamingHttpResponse
+
+from portal.core import storage as objects
+
+
+def ranged_response(request: HttpRequest, storage: Storage, name: str, *, content_type: str,
+                    filename: str | None = None) -> StreamingHttpResponse:
+    """The object ``name``, whole (200) or the one byte range the request asks for (206; 416 when it cannot be
+    satisfied), streamed without reading the rest; ``filename`` makes it an attachment. ``FileNotFoundError``
+    when the object is not stored."""
+    size = storage.size(name)
+    span = objects.parse_range(request.headers.get("Range", ""), size)
+    if span is None:
+        response = StreamingHttpResponse(status=416)
+        response["Content-Range"] = f"bytes */{size}"
+        return response
+    start, end = span
+    ranged = bool(request.headers.get("Range"))
+    response = StreamingHttpResponse(objects.read_range(storage, name, start, end), content_type=content_type,
+                                     status=206 if ranged else 200)
+    response["Accept-Ranges"] = "bytes"
+    response["Content-Length"] = str(end - start + 1)
+    if ranged:
+        response["Content-Range"] = f"bytes {start}-{end}/{size}"
+    if filename is not None:
+        response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
