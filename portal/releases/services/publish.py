@@ -34,6 +34,7 @@ from portal.releases.exceptions import ReleaseError
 from portal.releases.models import Release, ReleaseRequest
 from portal.releases.services import gate, manifest
 from portal.releases.services.requests import set_state
+from portal.studies.models import Demonstrator
 
 State = ReleaseRequest.State
 
@@ -77,7 +78,11 @@ def publish_release(request_id: int) -> ReleaseRequest | None:
     try:
         _require_consent(request)
         _publish(request)
-    except (ObjectMismatch, FileNotFoundError, ConsentGone) as exc:
+    except ConsentGone as exc:
+        # Nothing of a withdrawn person stays in the releases storage, not even in a release never published.
+        storage.delete_prefix(storage.releases(), request.prefix)
+        fail_release(request, f"release failed: {exc}")
+    except (ObjectMismatch, FileNotFoundError) as exc:
         fail_release(request, f"release failed: {exc}")
     return request
 
@@ -86,9 +91,15 @@ class ConsentGone(Exception):
     """An episode of an approved request lost its consent (a withdrawal) before it was released."""
 
 
-def _require_consent(request: ReleaseRequest) -> None:
-    """A withdrawal between approval and release stops the release: consent and withdrawal are checked again."""
+def _require_consent(request: ReleaseRequest, *, lock: bool = False) -> None:
+    """A withdrawal between approval and release stops the release: consent and withdrawal are checked again,
+    before copying and (``lock``, inside the transaction that marks the request released) once more after the
+    demonstrators' rows are locked. A withdrawal locks the same row, so one recorded while the objects were being
+    copied is either seen here or commits after the release, whose reach then holds it."""
     items = list(request.items.select_related("episode__recording__demonstrator"))
+    if lock:
+        people = {item.episode.recording.demonstrator_id for item in items} - {None}
+        list(Demonstrator.objects.select_for_update().filter(pk__in=sorted(people)).values_list("pk", flat=True))
     checks = gate.consent_checks([item.episode.recording for item in items])
     failing = [f"{item.folder}: {check.detail}" for item in items for check in checks[item.episode.recording_id]
                if not check.passed]
@@ -144,6 +155,7 @@ def _publish(request: ReleaseRequest) -> None:
                              f"{missing[:3]}, extra: {extra[:3]})")
     with transaction.atomic():
         lock_fresh(request)
+        _require_consent(request, lock=True)
         release = Release.objects.select_for_update().get(request=request)
         release.finished_at, release.lease_until, release.last_error = timezone.now(), None, ""
         release.save(update_fields=["finished_at", "lease_until", "last_error"])

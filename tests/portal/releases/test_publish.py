@@ -10,6 +10,7 @@ import pytest
 from botocore.exceptions import ConnectionError as BotoConnectionError
 from cryptography.hazmat.primitives.serialization import load_pem_public_key
 from django.core.files.storage import storages
+from django.utils import timezone
 from django_scopes import scope
 
 from exporter.cli import main as exporter_main
@@ -19,6 +20,7 @@ from portal.core import storage
 from portal.releases.models import Release, ReleaseRequest
 from portal.releases.services import publish
 from portal.releases.services.approval import approve
+from portal.studies.services.consent import withdraw_consent
 
 pytestmark = pytest.mark.django_db
 State = ReleaseRequest.State
@@ -132,6 +134,30 @@ def test_a_released_release_is_never_touched_again(approved):
     assert publish_now(approved) is None
     assert AuditEvent.objects.count() == events
     assert {name: storage.digest(storages["releases"], name) for name in before} == before
+
+
+def test_a_withdrawal_recorded_while_the_objects_are_copied_fails_the_release_and_leaves_nothing(approved, team,
+                                                                                                  monkeypatch):
+    """Consent is read at the start of an attempt; a withdrawal recorded after that, while the shards are being
+    copied, must not end in a published release the withdrawal's reach never saw: the final check under the
+    demonstrator's lock fails the release and the copied objects are removed."""
+    heartbeat = publish._heartbeat
+    withdrawn = []
+
+    def withdraw_after_the_first_object(release, copied, found):
+        heartbeat(release, copied, found)
+        if not withdrawn:
+            with scope(study=team.study):
+                withdrawn.append(withdraw_consent(team.reg.coordinator, team.reg.demonstrator,
+                                                  withdrawal_date=timezone.localdate(), reason="changed my mind"))
+
+    monkeypatch.setattr(publish, "_heartbeat", withdraw_after_the_first_object)
+    publish_now(approved)
+    failed = load(approved)
+    assert withdrawn and failed.state == State.FAILED
+    assert "withdrew consent" in failed.release.last_error
+    assert storage.walk(storages["releases"], approved.prefix) == []
+    assert not AuditEvent.objects.filter(action="release.published", target_id=str(approved.pk)).exists()
 
 
 def test_a_shard_object_that_no_longer_matches_fails_the_release_visibly(approved, team, tmp_path,
