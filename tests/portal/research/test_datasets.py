@@ -79,21 +79,25 @@ def test_episodes_with_a_hole_become_one_signed_dataset_that_verifies(released, 
                        "research.dataset_ready"]
 
 
-def test_an_identical_selection_reuses_the_dataset_for_anyone(released, make_released, verified, researcher,
-                                                              make_researcher, sent_tasks,
-                                                              django_capture_on_commit_callbacks):
+def test_an_identical_selection_reuses_the_dataset_for_anyone(released, make_released, researcher, make_researcher,
+                                                              sent_tasks, django_capture_on_commit_callbacks):
     with scope(study=released.study), django_capture_on_commit_callbacks(execute=True):
         first, _ = datasets.request_dataset(researcher, released.study, items_of(released, 1, 2))
     build(first)
-    again = make_released([item.episode for item in items_of(released, 1)])  # episode 1 released again
     other = make_researcher("other")
     with scope(study=released.study), django_capture_on_commit_callbacks(execute=True):
-        # Episode 1 chosen from the second release, episode 2 from the first: the same episodes and receipts.
-        second, reused = datasets.request_dataset(other, released.study, items_of(again, 1) + items_of(released, 2))
+        second, reused = datasets.request_dataset(other, released.study, items_of(released, 2, 1))
         assert reused and second.pk == first.pk
         assert set(DatasetRequester.objects.filter(dataset=first).values_list("user__username", flat=True)) == {
             researcher.get_username(), other.get_username()}
     assert [name for name, _ in sent_tasks].count("research.build_dataset") == 1
+    # The same episodes from another release are another dataset: it names its source releases, and is given
+    # out only while they are published (a superseded release's dataset refuses its links).
+    again = make_released([item.episode for item in items_of(released, 1)])
+    with scope(study=released.study), django_capture_on_commit_callbacks(execute=True):
+        third, reused = datasets.request_dataset(other, released.study, items_of(again, 1) + items_of(released, 2))
+    assert not reused and third.pk != first.pk
+    assert [name for name, _ in sent_tasks].count("research.build_dataset") == 2
 
 
 def test_a_dataset_holds_at_most_the_configured_number_of_episodes(released, researcher, settings):
