@@ -251,7 +251,10 @@ class ReleasedViewSet(StudyScopedAPIMixin, mixins.ListModelMixin, mixins.Retriev
         return ReleasedDetailSerializer if self.action == "retrieve" else ReleasedSerializer
 
     def get_queryset(self):
-        return catalogue.released_requests().select_related("study", "release")
+        rows = catalogue.released_requests().select_related("study", "release")
+        if self.action == "list":  # a list shows the manifest's digest, never its bytes
+            rows = rows.defer("release__manifest", "release__signature")
+        return rows
 
     @extend_schema(request=LinksRequestSerializer, responses=LinksSerializer,
                    description="Signed links (each lives CERES_DOWNLOAD_LINK_SECONDS at most) to files of the release, "
@@ -336,7 +339,8 @@ class DatasetViewSet(StudyScopedAPIMixin, mixins.ListModelMixin, mixins.Retrieve
     required_roles = (RESEARCHER,)
 
     def get_queryset(self):
-        return Dataset.objects.filter(requesters__user=self.request.user).select_related("study")
+        return Dataset.objects.filter(requesters__user=self.request.user).select_related("study").defer(
+            "manifest", "signature")
 
     @extend_schema(request=NewDatasetSerializer, responses={201: DatasetSerializer, 200: DatasetSerializer},
                    description="201 when a new dataset is queued, 200 when an identical selection is reused.")
@@ -387,7 +391,8 @@ class IssuedLinkViewSet(StudyScopedAPIMixin, mixins.ListModelMixin, viewsets.Gen
     required_roles = (COORDINATOR, ETHICS, RESEARCHER)
 
     def get_queryset(self):
-        rows = IssuedLink.objects.select_related("user", "release", "dataset")
+        rows = IssuedLink.objects.select_related("user", "release", "dataset").defer(
+            "dataset__manifest", "dataset__signature")
         if not (set(self.study_roles) & set(STEWARDS)):
             rows = rows.filter(user=self.request.user)
         return rows

@@ -102,7 +102,7 @@ def research_home(request: HttpRequest) -> HttpResponse:
 def my_links(request: HttpRequest) -> HttpResponse:
     with scopes_disabled():
         page = list_page(request, IssuedLink.objects.filter(user=request.user).select_related(
-            "study", "release", "dataset"), LINK_ORDER)
+            "study", "release", "dataset").defer("dataset__manifest", "dataset__signature"), LINK_ORDER)
     return render(request, "research/links.html", {"page": page, "study": None})
 
 
@@ -274,7 +274,8 @@ def revoke_access(request: HttpRequest, study, uid) -> HttpResponse:
 
 @study_view(COORDINATOR, ETHICS)
 def study_links(request: HttpRequest, study) -> HttpResponse:
-    rows = IssuedLink.objects.select_related("user", "study", "release", "dataset")
+    rows = IssuedLink.objects.select_related("user", "study", "release", "dataset").defer(
+        "dataset__manifest", "dataset__signature")
     who = request.GET.get("researcher", "").strip()
     if who:
         rows = rows.filter(user__username=who)
