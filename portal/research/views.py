@@ -397,28 +397,23 @@ def episode(request: HttpRequest, study, number: int, episode_index: int) -> Htt
     })
 
 
-def _require_viewable(item: ReleaseItem) -> None:
-    problems = catalogue.unavailable([item])
-    if problems:
-        raise AccessRefused("; ".join(problems))
-
-
 @study_view(RESEARCHER)
 def episode_data(request: HttpRequest, study, number: int, episode_index: int) -> JsonResponse:
     item = _viewer_item(number, episode_index)
     with refusals(request) as outcome:
-        _require_viewable(item)
+        links.open_in_viewer(request.user, item, part="data")
         return JsonResponse(review.episode_review(item, released=True))
     return JsonResponse({"detail": str(outcome.error)}, status=outcome.error.status)
 
 
 @study_view(RESEARCHER)
 def episode_video(request: HttpRequest, study, number: int, episode_index: int) -> HttpResponse:
-    """The released copy of the episode's video, with HTTP Range; refused once the episode is no longer
-    available (consent withdrawn)."""
+    """The released copy of the episode's video, with HTTP Range, after the same live check as a link; a request
+    from its first byte (a player starting, or a whole download) is an audit event."""
     item = _viewer_item(number, episode_index)
+    from_start = request.headers.get("Range", "bytes=0-").replace(" ", "").startswith("bytes=0-")
     with refusals(request) as outcome:
-        _require_viewable(item)
+        links.open_in_viewer(request.user, item, part="video", audited=from_start)
     if outcome.refused:
         return HttpResponse(str(outcome.error), status=outcome.error.status, content_type="text/plain")
     name = review.video_path(item)

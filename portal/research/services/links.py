@@ -94,6 +94,19 @@ def _issue(user, study, chosen, *, items: list[ReleaseItem], via: str, release: 
     return [Link(row.path, _url(row), expires_at) for row in rows]
 
 
+def open_in_viewer(user, item: ReleaseItem, *, part: str, audited: bool = True) -> None:
+    """The live check before the read-only viewer serves a released episode's data or video (``part``): the
+    same as before a link (grant, current agreement, release published, consent), and an audit event of who
+    viewed what (``audited``: the viewer's first request of each part, not every Range of the video)."""
+    with transaction.atomic():
+        catalogue.lock_demonstrators([item])
+        check_access(user, item.study)
+        catalogue.require_available([item])
+        if audited:
+            record_many([Entry(user, "research.episode_viewed", item.request, study=item.study, after={
+                "release": item.request.release_id, "episode": item.folder, "part": part})])
+
+
 def _url(link: IssuedLink) -> str:
     filename = PurePosixPath(link.path).name
     seconds = max(1, int((link.expires_at - link.issued_at).total_seconds()))

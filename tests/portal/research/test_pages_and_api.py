@@ -12,6 +12,7 @@ from django_scopes import scope
 
 from exporter.release import DATASET_MANIFEST, MANIFEST, SIGNATURE
 from portal.access.models import Role, RoleGrant
+from portal.audit.models import AuditEvent
 from portal.research.models import AccessRequest, Dataset, IssuedLink
 from portal.research.services import datasets
 from tests.portal.research.linkfetch import fetch
@@ -66,6 +67,13 @@ def test_a_researcher_asks_is_granted_browses_views_and_downloads_through_the_pa
     video = client.get(reverse("research-episode-video", args=[study.code, released.number, 1]),
                        headers={"range": "bytes=0-99"})
     assert video.status_code == 206 and len(b"".join(video.streaming_content)) == 100
+    later = client.get(reverse("research-episode-video", args=[study.code, released.number, 1]),
+                       headers={"range": "bytes=100-199"})
+    assert later.status_code == 206
+    # Opening the viewer is logged like a download: its data, and its video from the first byte (not each Range).
+    viewed = AuditEvent.objects.filter(action="research.episode_viewed", actor_id=user.pk)
+    assert sorted(event.after["part"] for event in viewed) == ["data", "video"]
+    assert {event.after["episode"] for event in viewed} == {"episode-000001"}
 
     got = client.post(reverse("research-release-file", args=[study.code, released.number]),
                       {"path": "episode-000001/meta/info.json"})

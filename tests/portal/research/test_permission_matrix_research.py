@@ -58,8 +58,9 @@ EXPECTED: dict[str, list[tuple[str, dict[str, int], dict | None]]] = {
     "research-release-file": [("POST", only(302, R, "no_agreement"), LINK_BODY)],
     "research-release-links": [("POST", {R: 200, "no_agreement": 403}, LINK_BODY)],
     "research-episode": [("GET", only(200, R, "no_agreement"), None)],
-    "research-episode-data": [("GET", only(200, R, "no_agreement"), None)],
-    "research-episode-video": [("GET", only(200, R, "no_agreement"), None)],
+    # The viewer's data and video are given out like files: the current agreement is needed too.
+    "research-episode-data": [("GET", {R: 200, "no_agreement": 403}, None)],
+    "research-episode-video": [("GET", {R: 200, "no_agreement": 403}, None)],
     "research-datasets": [("GET", only(200, R, "no_agreement"), None)],
     # A dataset's pages answer only who asked for it (the researcher); another holder of the role gets 404.
     "research-dataset": [("GET", {R: 200, "no_agreement": 404}, None)],
