@@ -9,7 +9,8 @@
 #   set -a; eval "$(infra/swift/start.sh)"; set +a
 #
 # Environment: CERES_SWIFT_DIR (state folder, default ~/.local/state/ceres-portal/swift: one gateway per machine), CERES_S3_PORT (proxy, 8085),
-# CERES_SWIFT_BACKEND_PORT (object server; container and account servers take the next two; default 6210),
+# CERES_SWIFT_BACKEND_PORT (object server; container and account servers and the proxy's memcached take the next
+# three; default 6210),
 # CERES_PYTHON (a Python with boto3, default .venv/bin/python in the repo).
 set -euo pipefail
 
@@ -26,7 +27,7 @@ esac
 
 python=${CERES_PYTHON:-$repo/.venv/bin/python}
 buckets=(ceres-captures ceres-shards ceres-releases)
-packages=(swift swift-proxy swift-account swift-container swift-object)
+packages=(swift swift-proxy swift-account swift-container swift-object memcached)
 
 install_packages() {
     local missing=() pkg
@@ -75,6 +76,7 @@ workers = 0
 user = root
 swift_dir = $etc
 log_name = $name
+log_level = WARNING
 
 [pipeline:main]
 pipeline = $name
@@ -94,6 +96,7 @@ workers = 0
 user = root
 swift_dir = $etc
 log_name = proxy-server
+log_level = WARNING
 
 [pipeline:main]
 pipeline = catch_errors gatekeeper healthcheck proxy-logging cache listing_formats s3api tempauth copy slo dlo proxy-logging proxy-server
@@ -124,6 +127,7 @@ use = egg:swift#proxy_logging
 
 [filter:cache]
 use = egg:swift#memcache
+memcache_servers = 127.0.0.1:$(server_port memcached)
 
 [filter:listing_formats]
 use = egg:swift#listing_formats
@@ -172,7 +176,13 @@ start_server() { # name
     port_open "$(server_port "$name")" &&
         die "port $(server_port "$name") is taken by a process not started from $state; stop it first"
     # setsid: the servers outlive the shell (or pytest fixture) that started them.
-    setsid "swift-$name" "$etc/$name.conf" --verbose >>"$logs/$name.log" 2>&1 </dev/null 9>&- &
+    if [[ $name == memcached ]]; then
+        # Only this gateway's proxy uses it (a private gateway has its own): 64 MB, no UDP, no persistence.
+        setsid memcached -l 127.0.0.1 -p "$(server_port memcached)" -U 0 -m 64 -u "$(id -un)" \
+            >>"$logs/$name.log" 2>&1 </dev/null 9>&- &
+    else
+        setsid "swift-$name" "$etc/$name.conf" >>"$logs/$name.log" 2>&1 </dev/null 9>&- &
+    fi
     echo $! >"$run/$name.pid"
     log "started $name (pid $!)"
 }
