@@ -29,14 +29,14 @@ def grant_role(actor, user, study, role: str, *, expires_at: datetime | None = N
     """
     if role not in Role.values:
         raise ValueError(f"unknown role {role!r}; expected one of {', '.join(Role.values)}")
-    grant = RoleGrant.objects.select_for_update().filter(user=user, study=study, role=role).first()
+    grant = RoleGrant.objects.select_for_update(no_key=True).filter(user=user, study=study, role=role).first()
     if grant is None:
         try:
             with transaction.atomic():  # two grants of the same new role at once: the second changes the first
                 grant = RoleGrant.objects.create(user=user, study=study, role=role, expires_at=expires_at,
                                                  granted_by=_granted_by(actor))
         except IntegrityError:
-            grant = RoleGrant.objects.select_for_update().get(user=user, study=study, role=role)
+            grant = RoleGrant.objects.select_for_update(no_key=True).get(user=user, study=study, role=role)
         else:
             record(actor, "access.role_granted", grant, after=_snapshot(grant), study=study)
             return grant

@@ -63,7 +63,7 @@ def issue_token(user, *, name: str, study: Study | None = None, days: int | None
     if study is not None and not active_roles(user, study):
         raise AccountError(f"you hold no role in study {study.code}; a token cannot open it")
     # Lock the owner's row so that two requests at once cannot both pass the count.
-    get_user_model().objects.select_for_update().filter(pk=user.pk).first()
+    get_user_model().objects.select_for_update(no_key=True).filter(pk=user.pk).first()
     held = ApiToken.objects.filter(user=user, expires_at__gt=timezone.now()).count()
     if held >= settings.CERES_TOKENS_PER_USER:
         raise AccountError(f"you already hold {held} unexpired tokens, the most allowed; revoke one first")
@@ -202,7 +202,7 @@ def start_enrolment(user) -> TOTPDevice:
 @transaction.atomic
 def confirm_enrolment(user, code: str, *, ip: str | None = None) -> TOTPDevice:
     """Confirm the user's new authenticator with a code from it; the caller then marks the session verified."""
-    device = TOTPDevice.objects.select_for_update().filter(user=user, confirmed=False).first()
+    device = TOTPDevice.objects.select_for_update(no_key=True).filter(user=user, confirmed=False).first()
     if device is None:
         raise AccountError("no authenticator is waiting to be confirmed; start again")
     if not device.verify_token(_clean_code(code)):

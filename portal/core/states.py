@@ -39,7 +39,7 @@ class StateMachineModel(models.Model):
 def lock_fresh(obj: models.Model) -> None:
     """Lock ``obj``'s row and reload it, so a state check holds until the transaction ends (two clicks, or the
     page and the API at once, act once)."""
-    type(obj).objects.select_for_update(of=("self",)).only("pk").get(pk=obj.pk)
+    type(obj).objects.select_for_update(of=("self",), no_key=True).only("pk").get(pk=obj.pk)
     obj.refresh_from_db()
 
 

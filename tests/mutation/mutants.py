@@ -150,9 +150,9 @@ MUTANTS: list[Mutant] = [
     # Both look-ups: the first alone is an equivalent mutant (the one after the lock finds the same episode).
     Mutant("export-allocation-not-reused", EXPORT,
            "    existing = Episode.objects.filter(recording=recording).first()\n    if existing is not None:\n"
-           "        return existing\n    dataset, _ = StudyDataset.objects.select_for_update().get_or_create("
-           "study=recording.study)\n    existing = Episode.objects.filter(recording=recording).first()",
-           "    dataset, _ = StudyDataset.objects.select_for_update().get_or_create(study=recording.study)\n"
+           "        return existing\n    dataset, _ = StudyDataset.objects.select_for_update(no_key=True)"
+           ".get_or_create(study=recording.study)\n    existing = Episode.objects.filter(recording=recording).first()",
+           "    dataset, _ = StudyDataset.objects.select_for_update(no_key=True).get_or_create(study=recording.study)\n"
            "    existing = None", "a retried export reuses its allocation", T_EXPORT),
     Mutant("export-frame-counter-stuck", EXPORT, "    dataset.next_frame_index += length",
            "    dataset.next_frame_index += 0", "episodes get consecutive global frame ranges", T_EXPORT),

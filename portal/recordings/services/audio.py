@@ -69,7 +69,8 @@ def raw_audio_retained(recording: Recording) -> bool:
 def purge_audio(actor, recording: Recording, *, rule: str) -> PurgeReceipt | None:
     """Delete a recording's kept raw audio and destroy its key, leaving a purge receipt."""
     with transaction.atomic():
-        recording = Recording.objects.select_for_update(of=("self",)).select_related("study").get(pk=recording.pk)
+        recording = Recording.objects.select_for_update(of=("self",), no_key=True).select_related("study").get(
+            pk=recording.pk)
         if recording.audio != Recording.Audio.ENCRYPTED:
             return None
         captures = storage.captures()

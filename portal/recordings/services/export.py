@@ -34,7 +34,8 @@ def claim_export(recording_id: int) -> Recording | None:
     """Take the export lease; None when there is nothing to do. A live lease of another attempt (or of a
     worker that was killed) raises ``LeaseBusy``: the task retries after it runs out."""
     with transaction.atomic():
-        recording = Recording.objects.select_for_update(of=("self",)).select_related("study").get(pk=recording_id)
+        recording = Recording.objects.select_for_update(of=("self",), no_key=True).select_related("study").get(
+            pk=recording_id)
         now = timezone.now()
         live_lease = recording.lease_until is not None and recording.lease_until > now
         if recording.state == State.RUNNING and live_lease:
@@ -62,7 +63,7 @@ def allocate_episode(recording: Recording) -> Episode:
     existing = Episode.objects.filter(recording=recording).first()
     if existing is not None:
         return existing
-    dataset, _ = StudyDataset.objects.select_for_update().get_or_create(study=recording.study)
+    dataset, _ = StudyDataset.objects.select_for_update(no_key=True).get_or_create(study=recording.study)
     existing = Episode.objects.filter(recording=recording).first()  # allocated while we waited for the lock
     if existing is not None:
         return existing
@@ -186,7 +187,7 @@ def fail_export(recording: Recording, reason: str) -> None:
 def note_retry(recording_id: int, exc: BaseException, countdown: float) -> None:
     """A transient error: the export goes back to the queue and the task retries it."""
     with transaction.atomic():
-        recording = Recording.objects.select_for_update().get(pk=recording_id)
+        recording = Recording.objects.select_for_update(no_key=True).get(pk=recording_id)
         if recording.state == State.RUNNING:
             set_state(None, recording, State.QUEUED, action="recording.export_requeued", lease_until=None,
                       progress_note=f"retrying in {countdown:.0f} s after a storage error")

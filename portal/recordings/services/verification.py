@@ -54,7 +54,7 @@ def verify_episode(episode: Episode) -> Verification:
         record(None, "episode.verified" if not problems else "episode.verification_failed", episode,
                before={"receipt_status": before}, after={"receipt_status": episode.receipt_status,
                                                          "problems": problems})
-        recording = Recording.objects.select_for_update().get(pk=episode.recording_id)
+        recording = Recording.objects.select_for_update(no_key=True).get(pk=episode.recording_id)
         if problems:
             alerts.receipt_mismatch(episode, problems)
             note(recording, f"verification failed: {'; '.join(problems[:5])}", "error")

@@ -42,11 +42,12 @@ State = ReleaseRequest.State
 def claim_release(request_id: int) -> ReleaseRequest | None:
     """Take the release lease; None when there is nothing to do (not approved, already released, failed)."""
     with transaction.atomic():
-        request = ReleaseRequest.objects.select_for_update(of=("self",)).select_related("study").get(pk=request_id)
+        request = ReleaseRequest.objects.select_for_update(of=("self",), no_key=True).select_related("study").get(
+            pk=request_id)
         if request.state not in (State.APPROVED, State.RELEASING):
             return None
         now = timezone.now()
-        release = Release.objects.select_for_update().filter(request=request).first()
+        release = Release.objects.select_for_update(no_key=True).filter(request=request).first()
         if release is not None and release.lease_until is not None and release.lease_until > now:
             raise LeaseBusy("release", (release.lease_until - now).total_seconds())
         if release is None:
@@ -99,7 +100,8 @@ def _require_consent(request: ReleaseRequest, *, lock: bool = False) -> None:
     items = list(request.items.select_related("episode__recording__demonstrator"))
     if lock:
         people = {item.episode.recording.demonstrator_id for item in items} - {None}
-        list(Demonstrator.objects.select_for_update().filter(pk__in=sorted(people)).values_list("pk", flat=True))
+        list(Demonstrator.objects.select_for_update(no_key=True).filter(pk__in=sorted(people)).values_list(
+            "pk", flat=True))
     checks = gate.consent_checks([item.episode.recording for item in items])
     failing = [f"{item.folder}: {check.detail}" for item in items for check in checks[item.episode.recording_id]
                if not check.passed]
@@ -156,7 +158,7 @@ def _publish(request: ReleaseRequest) -> None:
     with transaction.atomic():
         lock_fresh(request)
         _require_consent(request, lock=True)
-        release = Release.objects.select_for_update().get(request=request)
+        release = Release.objects.select_for_update(no_key=True).get(request=request)
         release.finished_at, release.lease_until, release.last_error = timezone.now(), None, ""
         release.save(update_fields=["finished_at", "lease_until", "last_error"])
         set_state(None, request, State.RELEASED, action="release.published", reason="",
@@ -179,7 +181,7 @@ def _copy(shards, source: str, releases, name: str, entry: dict) -> None:
 def _sign_once(request: ReleaseRequest) -> tuple[bytes, bytes]:
     """The manifest's bytes and signature: made and kept on the first attempt that gets this far."""
     with transaction.atomic():
-        release = Release.objects.select_for_update().get(request=request)
+        release = Release.objects.select_for_update(no_key=True).get(request=request)
         if release.manifest:
             return bytes(release.manifest), bytes(release.signature)
         now = timezone.now()

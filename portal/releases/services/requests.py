@@ -100,7 +100,7 @@ def create_request(actor, study: Study, *, episodes: Iterable[Episode], purpose:
             raise
         raise StorageUnavailable(f"the shards storage did not answer ({exc}); nothing was made, try again") from exc
     with transaction.atomic():
-        Study.objects.select_for_update().filter(pk=study.pk).first()  # serialises the numbers
+        Study.objects.select_for_update(no_key=True).filter(pk=study.pk).first()  # serialises the numbers
         number = (ReleaseRequest.objects.aggregate(last=Max("number"))["last"] or 0) + 1
         request = ReleaseRequest(study=study, number=number, purpose=purpose, requested_by=actor,
                                  episode_count=len(found))

@@ -36,7 +36,7 @@ def supersede(request: ReleaseRequest, withdrawn: set[int], *, reason: str) -> R
                   after={"episodes_removed": sorted(withdrawn & {i.episode_index for i in request.items.all()})})
         if not kept:
             return None
-        study = Study.objects.select_for_update().get(pk=request.study_id)  # serialises the numbers
+        study = Study.objects.select_for_update(no_key=True).get(pk=request.study_id)  # serialises the numbers
         number = (ReleaseRequest.objects.aggregate(last=Max("number"))["last"] or 0) + 1
         now = timezone.now()
         successor = ReleaseRequest.objects.create(

@@ -112,7 +112,7 @@ def request_access(user, study: Study, *, purpose: str, version: int, sha256: st
 
 
 def _locked(access: AccessRequest) -> AccessRequest:
-    locked = AccessRequest.objects.select_for_update(of=("self",)).select_related(
+    locked = AccessRequest.objects.select_for_update(of=("self",), no_key=True).select_related(
         "study", "researcher", "acceptance").get(pk=access.pk)
     access.refresh_from_db()
     return locked

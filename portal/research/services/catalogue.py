@@ -73,4 +73,5 @@ def lock_demonstrators(items: list[ReleaseItem]) -> None:
     """Lock the rows of the items' demonstrators until the transaction ends, before consent is read: a withdrawal
     locks the same row, so a link racing it is issued before it commits (and is in its reach) or sees it."""
     demonstrators = {item.episode.recording.demonstrator_id for item in items} - {None}
-    list(Demonstrator.objects.select_for_update().filter(pk__in=sorted(demonstrators)).values_list("pk", flat=True))
+    list(Demonstrator.objects.select_for_update(no_key=True).filter(pk__in=sorted(demonstrators)).values_list(
+        "pk", flat=True))

@@ -77,7 +77,7 @@ def request_dataset(user, study: Study, items: list[ReleaseItem]) -> tuple[Datas
                             f"{len(items)} were chosen")
     catalogue.require_available(items)
     digest = selection_digest(items)
-    Study.objects.select_for_update().only("pk").get(pk=study.pk)  # serialises numbering and reuse per study
+    Study.objects.select_for_update(no_key=True).only("pk").get(pk=study.pk)  # serialises numbering and reuse per study
     dataset = Dataset.objects.filter(selection_sha256=digest).first()
     reused = dataset is not None
     if dataset is None:
@@ -129,7 +129,8 @@ def _move(actor, dataset: Dataset, state: str, *, action: str, after: dict | Non
 def claim_dataset(dataset_id: int) -> Dataset | None:
     """Take the build lease; None when there is nothing to do (ready, or failed until asked for again)."""
     with transaction.atomic():
-        dataset = Dataset.objects.select_for_update(of=("self",)).select_related("study").get(pk=dataset_id)
+        dataset = Dataset.objects.select_for_update(of=("self",), no_key=True).select_related("study").get(
+            pk=dataset_id)
         if dataset.state not in (State.QUEUED, State.BUILDING):
             return None
         now = timezone.now()
@@ -215,7 +216,7 @@ def _build(dataset: Dataset) -> None:
     if set(storage.walk(releases, dataset.prefix)) != expected:
         raise storage.ObjectMismatch(f"{dataset.prefix} does not hold exactly the manifest's objects")
     with transaction.atomic():
-        locked = Dataset.objects.select_for_update(of=("self",)).select_related("study").get(pk=dataset.pk)
+        locked = Dataset.objects.select_for_update(of=("self",), no_key=True).select_related("study").get(pk=dataset.pk)
         if locked.state != State.BUILDING:  # removed meanwhile (a withdrawal): nothing it stored may stay
             storage.delete_prefix(releases, dataset.prefix)
             return
@@ -275,7 +276,7 @@ def note_retry(dataset: Dataset, exc: BaseException, countdown: float) -> None:
 def fail_dataset(dataset: Dataset, reason: str) -> None:
     """The build gave up: the dataset shows why; asking for the same selection again queues it again."""
     with transaction.atomic():
-        locked = Dataset.objects.select_for_update(of=("self",)).select_related("study").get(pk=dataset.pk)
+        locked = Dataset.objects.select_for_update(of=("self",), no_key=True).select_related("study").get(pk=dataset.pk)
         if locked.can_move_to(State.FAILED):
             _move(None, locked, State.FAILED, action="research.dataset_failed", last_error=reason[:2000],
                   lease_until=None)

@@ -71,8 +71,8 @@ def _move(withdrawal: Withdrawal, state: str, *, action: str, after: dict | None
 
 def claim(withdrawal_id: int) -> Withdrawal | None:
     with transaction.atomic():
-        withdrawal = Withdrawal.objects.select_for_update(of=("self",)).select_related("study", "event").get(
-            pk=withdrawal_id)
+        withdrawal = Withdrawal.objects.select_for_update(of=("self",), no_key=True).select_related(
+            "study", "event").get(pk=withdrawal_id)
         if withdrawal.state == State.DONE:
             return None
         now = timezone.now()
@@ -118,7 +118,8 @@ def apply_withdrawal(withdrawal_id: int) -> Withdrawal | None:
     _progress(withdrawal, "notices", 0, len(reach["researchers"]))
     _notify(withdrawal)
     with transaction.atomic():
-        locked = Withdrawal.objects.select_for_update(of=("self",)).select_related("study").get(pk=withdrawal.pk)
+        locked = Withdrawal.objects.select_for_update(of=("self",), no_key=True).select_related("study").get(
+            pk=withdrawal.pk)
         _move(locked, State.DONE, action="research.withdrawal_applied", after=_summary(reach), phase="", done=0,
               total=0, lease_until=None, last_error="", finished_at=timezone.now())
     return withdrawal
@@ -127,7 +128,7 @@ def apply_withdrawal(withdrawal_id: int) -> Withdrawal | None:
 def fail(withdrawal: Withdrawal, reason: str) -> None:
     """The job gave up (the task's last retry): the page shows why; a coordinator runs it again."""
     with transaction.atomic():
-        locked = Withdrawal.objects.select_for_update(of=("self",)).get(pk=withdrawal.pk)
+        locked = Withdrawal.objects.select_for_update(of=("self",), no_key=True).get(pk=withdrawal.pk)
         if locked.can_move_to(State.FAILED):
             _move(locked, State.FAILED, action="research.withdrawal_failed", last_error=reason[:2000],
                   lease_until=None)
@@ -148,7 +149,7 @@ def run_again(actor, withdrawal: Withdrawal) -> None:
                                                                              Role.ETHICS_OFFICER)):
         raise AccessRefused(f"only a coordinator or ethics officer of study {withdrawal.study.code} can run it")
     with transaction.atomic():
-        locked = Withdrawal.objects.select_for_update(of=("self",)).get(pk=withdrawal.pk)
+        locked = Withdrawal.objects.select_for_update(of=("self",), no_key=True).get(pk=withdrawal.pk)
         if locked.state != State.FAILED:
             raise ResearchError("only a failed withdrawal job can be run again")
         record(actor, "research.withdrawal_run_again", locked, after={"attempts": locked.attempts})
@@ -230,7 +231,7 @@ def _remove_dataset(withdrawal: Withdrawal, dataset: Dataset, withdrawn: set[int
         if not name.startswith(f"{dataset.prefix}tombstones/"):
             releases.delete(name)
     with transaction.atomic():
-        locked = Dataset.objects.select_for_update(of=("self",)).select_related("study").get(pk=dataset.pk)
+        locked = Dataset.objects.select_for_update(of=("self",), no_key=True).select_related("study").get(pk=dataset.pk)
         if locked.state != Dataset.State.WITHDRAWN:
             before = {"state": locked.state}
             locked.move_to(Dataset.State.WITHDRAWN)
@@ -288,7 +289,7 @@ def _notify(withdrawal: Withdrawal) -> None:
         if user is None:
             continue
         with transaction.atomic():
-            notice, _ = WithdrawalNotice.objects.select_for_update().get_or_create(
+            notice, _ = WithdrawalNotice.objects.select_for_update(no_key=True).get_or_create(
                 study=withdrawal.study, withdrawal=withdrawal, user=user, defaults={"files": entry["files"]})
             if notice.sent_at is not None or not user.email:
                 continue

@@ -111,7 +111,7 @@ def accept_consent_document(actor, document: ConsentDocument) -> ConsentDocument
     if not has_role(user, study, Role.ETHICS_OFFICER):
         raise RegistryError(f"only an ethics officer of study {study.code} can accept a consent document")
     with study_scope(study=study):
-        locked = ConsentDocument.objects.select_for_update().get(pk=document.pk)
+        locked = ConsentDocument.objects.select_for_update(no_key=True).get(pk=document.pk)
         if locked.is_accepted:
             raise RegistryError(f"consent document {locked} was already accepted on {locked.accepted_at:%Y-%m-%d}")
         if locked.uploaded_by_id == user.pk:
@@ -138,7 +138,7 @@ def _event_snapshot(event: ConsentEvent) -> dict:
 
 def _locked_events(demonstrator: Demonstrator) -> list[ConsentEvent]:
     # Lock the demonstrator row so two consent events for one person are checked one after the other.
-    Demonstrator.objects.select_for_update().filter(pk=demonstrator.pk).first()
+    Demonstrator.objects.select_for_update(no_key=True).filter(pk=demonstrator.pk).first()
     return list(ConsentEvent.objects.filter(demonstrator=demonstrator).select_related("document"))
 
 

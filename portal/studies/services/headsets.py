@@ -198,7 +198,7 @@ def declare_assigned_on(actor, headset: Headset, assigned_on: date) -> Headset:
     registration when its recordings began before it (never later than the registration date, and before its
     retirement). Audited with the date before and after."""
     with study_scope(study=headset.study):
-        locked = Headset.objects.select_for_update().get(pk=headset.pk)
+        locked = Headset.objects.select_for_update(no_key=True).get(pk=headset.pk)
         if assigned_on == locked.assigned_on:
             raise RegistryError(f"headset {locked.headset_id!r} is already the study's since {assigned_on}")
         problem = assigned_on_problem(assigned_on, timezone.localdate(locked.registered_at), locked.retired_on)
@@ -218,7 +218,7 @@ def retire_headset(actor, headset: Headset, on_date: date) -> Headset:
     checked.
     """
     with study_scope(study=headset.study):
-        locked = Headset.objects.select_for_update().get(pk=headset.pk)
+        locked = Headset.objects.select_for_update(no_key=True).get(pk=headset.pk)
         if locked.retired_on is not None:
             raise RegistryError(f"headset {locked.headset_id!r} was already retired on {locked.retired_on}")
         _save_change(actor, locked, "headset.retired", retired_on=on_date)

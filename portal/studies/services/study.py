@@ -54,7 +54,7 @@ _STATUS_MOVES = {
 
 
 def _locked(study: Study) -> Study:
-    return Study.objects.select_for_update().get(pk=study.pk)
+    return Study.objects.select_for_update(no_key=True).get(pk=study.pk)
 
 
 @transaction.atomic
