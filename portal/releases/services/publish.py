@@ -12,7 +12,7 @@ checked. A released request is never touched again.
 from __future__ import annotations
 
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from datetime import timedelta
 from pathlib import Path
 
@@ -131,10 +131,11 @@ def _publish(request: ReleaseRequest) -> None:
     # and the lease are written from this thread, which alone uses the database. The first error stops the
     # job (the copies not started are dropped, those under way finish) and the task retries.
     with ThreadPoolExecutor(max_workers=settings.CERES_RELEASE_THREADS, thread_name_prefix="release") as pool:
+        futures = [pool.submit(place, copy) for copy in copies]
         try:
-            for in_place in pool.map(place, copies):
+            for future in as_completed(futures):  # progress as copies finish, in whatever order
                 copied += 1
-                found += in_place
+                found += future.result()
                 _heartbeat(release, copied, found)
         except BaseException:
             pool.shutdown(cancel_futures=True)
