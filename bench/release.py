@@ -34,6 +34,7 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import redirect_stdout
+from datetime import UTC, datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -71,7 +72,8 @@ def _remove_buckets() -> None:
 
     for name in settings.STORAGE_NAMES:
         bucket = getattr(storage, name)().bucket
-        bucket.objects.all().delete()
+        for stored in bucket.objects.all():  # one at a time: Swift refuses DeleteObjects without Content-MD5
+            stored.delete()
         bucket.delete()
 
 
@@ -94,11 +96,16 @@ def _episodes(scratch: Path, count: int, seconds: float, size: tuple[int, int]):
     episodes = []
     with scope(study=registry.study):
         for i in range(count):
+            # Recorded now: the demo registry's consent covers recordings from its set-up on.
             capture = generate_capture(scratch / "captures" / f"capture-{i:03d}", seconds=seconds, seed=100 + i,
-                                       width=size[0], height=size[1], study=registry.study_block())
+                                       width=size[0], height=size[1], study=registry.study_block(),
+                                       recorded_at=datetime.now(UTC).replace(microsecond=0))
             recording = ingest_path(registry.coordinator, registry.study, capture)
             export_recording(recording.pk)
-            episode = Episode.objects.select_related("recording").get(recording=recording)
+            recording.refresh_from_db()
+            episode = Episode.objects.select_related("recording").filter(recording=recording).first()
+            if episode is None:
+                raise SystemExit(f"capture {i} was not exported: {recording.state}: {recording.reason}")
             verify_episode(episode)
             episodes.append(episode)
             print(f"  episode {i + 1}/{count} exported and verified", flush=True)
@@ -130,10 +137,14 @@ def _approved_requests(registry, episodes, count: int):
 
 def _local_copy(request, folder: Path) -> list[tuple[Path, str]]:
     """The release's shard files in a local folder laid out as the release is (episode-NNNNNN/...)."""
+    from django_scopes import scope
+
     from portal.core import storage
 
     shards, files = storage.shards(), []
-    for item in request.items.select_related("episode"):
+    with scope(study=request.study):
+        items = list(request.items.select_related("episode"))
+    for item in items:
         for entry in item.files:
             path = folder / item.folder / entry["path"]
             storage.fetch(shards, item.episode.prefix + entry["path"], path)
@@ -150,8 +161,8 @@ def _publish(request) -> float:
     started = time.perf_counter()
     with scope(study=request.study):
         publish.publish_release(request.pk)
-    took = time.perf_counter() - started
-    state = ReleaseRequest.objects.get(pk=request.pk).state
+        took = time.perf_counter() - started
+        state = ReleaseRequest.objects.get(pk=request.pk).state
     if state != ReleaseRequest.State.RELEASED:
         raise SystemExit(f"release {request.number} ended {state}")
     return took
