@@ -6,6 +6,7 @@ every endpoint it prints single-client p50/p95/p99 and the response size, then f
 list (and the deep pages the issue measured) requests/s and p99 with 16 clients at once, and the memory
 (RSS) of the gunicorn workers while it ran. See docs/figures.md.
 
+    .venv/bin/pip install -e ".[test,production]"      # gunicorn, from the production extra
     export DATABASE_URL=postgres://postgres@127.0.0.1:5432/ceres_scale
     .venv/bin/python manage.py migrate
     .venv/bin/python manage.py seed_scale --episodes 100000 --audit-events 1000000

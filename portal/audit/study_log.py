@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db.models import Q, QuerySet
+from django.db.models import Max, Q, QuerySet, Subquery
 from django.utils import timezone
 
 from portal.audit.models import AuditCheckpoint, AuditEvent, ChainVerification
@@ -99,7 +99,11 @@ def demonstrator_history(demonstrator: Demonstrator) -> Q:
 def events(study: Study, log: LogFilter = LogFilter()) -> QuerySet[AuditEvent]:
     """The study's events narrowed by ``log``, every column; lists take ``.only(*LISTED)``. Call it inside the
     study's scope when it names a recording or demonstrator (their related rows are study data)."""
-    found = AuditEvent.objects.filter(study_id=study.pk)
+    # Bounded by the study's newest event (one look-up in (study_id, seq)): PostgreSQL reads a study's first page
+    # backwards along the whole log's seq, and without the bound it first skips every newer event of the other
+    # studies (seeded at a million events with the newest 340 000 elsewhere: 84 ms, 0.3 ms with the bound).
+    newest = AuditEvent.objects.filter(study_id=study.pk).values("study_id").annotate(newest=Max("seq"))
+    found = AuditEvent.objects.filter(study_id=study.pk, seq__lte=Subquery(newest.values("newest")))
     if log.target_type:
         found = found.filter(target_type=log.target_type)
     if log.target_id:
