@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db.models import Max, Q, QuerySet, Subquery
+from django.db.models import Q, QuerySet, Subquery
 from django.utils import timezone
 
 from portal.audit.models import AuditCheckpoint, AuditEvent, ChainVerification
@@ -102,8 +102,9 @@ def events(study: Study, log: LogFilter = LogFilter()) -> QuerySet[AuditEvent]:
     # Bounded by the study's newest event (one look-up in (study_id, seq)): PostgreSQL reads a study's first page
     # backwards along the whole log's seq, and without the bound it first skips every newer event of the other
     # studies (seeded at a million events with the newest 340 000 elsewhere: 84 ms, 0.3 ms with the bound).
-    newest = AuditEvent.objects.filter(study_id=study.pk).values("study_id").annotate(newest=Max("seq"))
-    found = AuditEvent.objects.filter(study_id=study.pk, seq__lte=Subquery(newest.values("newest")))
+    # (The newest seq as ORDER BY ... LIMIT 1, an index-only read; a GROUP BY aggregate would read every row.)
+    newest = AuditEvent.objects.filter(study_id=study.pk).order_by("-seq").values("seq")[:1]
+    found = AuditEvent.objects.filter(study_id=study.pk, seq__lte=Subquery(newest))
     if log.target_type:
         found = found.filter(target_type=log.target_type)
     if log.target_id:
