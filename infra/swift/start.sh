@@ -173,6 +173,12 @@ start_server() { # name
     if server_running "$name"; then
         return
     fi
+    # A server just stopped may hold its port a moment longer (its last connections closing): wait for it.
+    local _
+    for _ in $(seq 100); do
+        port_open "$(server_port "$name")" || break
+        sleep 0.1
+    done
     port_open "$(server_port "$name")" &&
         die "port $(server_port "$name") is taken by a process not started from $state; stop it first"
     # setsid: the servers outlive the shell (or pytest fixture) that started them.
@@ -189,7 +195,7 @@ start_server() { # name
 
 wait_until_up() { # name
     local name=$1 _
-    for _ in $(seq 100); do
+    for _ in $(seq 300); do  # 30 s: the proxy takes 2 s idle, several times that on a busy machine
         server_running "$name" || die "$name exited; see $logs/$name.log"
         if [[ $name == proxy-server ]]; then
             proxy_healthy && return
@@ -198,7 +204,7 @@ wait_until_up() { # name
         fi
         sleep 0.1
     done
-    die "$name did not answer within 10 s; see $logs/$name.log"
+    die "$name did not answer within 30 s; see $logs/$name.log"
 }
 
 ensure_buckets() {

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from portal.recordings import tasks
 from portal.recordings.models import Episode, Recording, StudyDataset
 from portal.recordings.services.ingest import ingest_path
 from portal.recordings.services.verification import verify_episode
+from tests.portal.gateway import gateway
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -109,13 +109,12 @@ def test_s3_gateway_down_during_export(reg, make_capture, worker, settings):
     meets the outage whatever the machine's speed: the task retries until the gateway is back."""
     if settings.STORAGE_BACKEND != "s3":
         pytest.skip("needs the S3 gateway: CERES_STORAGE=s3 and infra/swift/start.sh")
-    swift = REPO / "infra" / "swift"
     recording = accepted(reg, make_capture)
     barrier = worker.pause_before(FIRST_ARTEFACT)
     worker.start()
     worker.send(tasks.export_recording, recording.pk)
     wait_for(barrier.paused, 120, "the upload to start")
-    subprocess.run(["bash", f"{swift}/stop.sh", "--proxy-only"], check=True, capture_output=True)
+    gateway("stop.sh")
     try:
         barrier.release()
         wait_for(lambda: "storage error, retrying" in log_of(recording), 120, "a retry after the storage error", 0.5)
@@ -123,6 +122,6 @@ def test_s3_gateway_down_during_export(reg, make_capture, worker, settings):
         with scope(study=reg.study):
             assert not Episode.objects.get().exported_at
     finally:
-        subprocess.run(["bash", f"{swift}/start.sh", "--proxy-only"], check=True, capture_output=True)
+        gateway("start.sh")
     wait_for(lambda: load(recording).state in DONE, 400, "the export after the gateway is back", 1.0)
     assert_exported_once(reg, recording)

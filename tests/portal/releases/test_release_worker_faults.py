@@ -21,6 +21,7 @@ from portal.releases import tasks
 from portal.releases.models import Release, ReleaseRequest
 from portal.releases.services.approval import approve
 from portal.releases.services.manifest import public_key
+from tests.portal.gateway import gateway
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -107,19 +108,18 @@ def test_worker_killed_mid_release_completes_once(approved, slow_worker, tmp_pat
 def test_s3_gateway_down_mid_release_is_retried_and_completes(approved, slow_worker, settings, tmp_path):
     if settings.STORAGE_BACKEND != "s3":
         pytest.skip("needs the S3 gateway: CERES_STORAGE=s3 and infra/swift/start.sh")
-    swift = REPO / "infra" / "swift"
     slow_worker.start()
     slow_worker.send(tasks.publish_release, approved.pk)
     wait_for(lambda: (p := progress(approved))[1] is not None and p[1].objects_copied >= 3, 120,
              "the release to be half-way")
-    subprocess.run(["bash", f"{swift}/stop.sh", "--proxy-only"], check=True, capture_output=True)
+    gateway("stop.sh")
     try:
         wait_for(lambda: "storage error, retrying" in (progress(approved)[1].last_error or ""), 180,
                  "a retry after the storage error", 0.5)
         state, stalled = progress(approved)
         assert state == State.RELEASING and stalled.finished_at is None
     finally:
-        subprocess.run(["bash", f"{swift}/start.sh", "--proxy-only"], check=True, capture_output=True)
+        gateway("start.sh")
     wait_for(lambda: progress(approved)[0] == State.RELEASED, 400, "the release after the gateway is back", 1.0)
     release = assert_released_once(approved, tmp_path)
     assert release.attempts >= 2
