@@ -43,13 +43,19 @@ run_pytest() {
 if (($# > 0)); then
     run_pytest --create-db "$@"  # what was asked for, in one process
 else
+    # LeRobot's own venv (built once per machine, mostly downloading and unpacking) is made while the suite runs.
+    lerobot_log=$CERES_DATA_DIR/lerobot-prepare.log
+    bash tests/compat/lerobot_check.sh --prepare >"$lerobot_log" 2>&1 &
+    lerobot_prepare=$!
     # The whole suite, drills included, on two processes (CERES_TEST_PROCESSES): each has its own test database
     # and S3 buckets (tests/conftest.py). Then, alone, the tests that stop a service everyone shares.
     run_pytest --create-db -n "${CERES_TEST_PROCESSES:-2}" -m "not outage" --durations=25
     run_pytest --create-db -p no:xdist -m outage
-fi
-
-if (($# == 0)); then
+    if ! wait "$lerobot_prepare"; then
+        cat "$lerobot_log" >&2
+        echo "test: building LeRobot's venv failed (above)" >&2
+        exit 1
+    fi
     # Beside its own datasets, LeRobot loads the one-dataset download the portal's tests pulled with ceres-pull.
     bash tests/compat/lerobot_check.sh --also "$CERES_TEST_OUTPUT/lerobot"
 fi
