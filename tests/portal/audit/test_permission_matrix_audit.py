@@ -8,13 +8,13 @@ import pytest
 from django.urls import reverse
 
 from portal.audit.services import record
+from tests.portal.matrix import ask_every_persona
 from tests.portal.urlwalk import study_url_patterns
 
 pytestmark = pytest.mark.django_db
 
 C, E = "coordinator", "ethics_officer"
 PERSONAS = ("coordinator", "ethics_officer", "researcher", "other_study", "anonymous")
-ACCEPTS = ("application/json", "text/html")
 
 # name -> [(method, roles allowed, status for an allowed caller)]
 EXPECTED: dict[str, list[tuple[str, tuple[str, ...], int]]] = {
@@ -44,23 +44,7 @@ def world(make_study, make_user):
 
 def test_permission_matrix(client, world):
     for name in sorted(PATTERNS):
-        kwargs = {arg: world["study"].code if arg == "study_code" else world["values"][arg] for arg in PATTERNS[name]}
-        url = reverse(name, kwargs=kwargs)
-        for method, roles, status in EXPECTED[name]:
-            for accept in ACCEPTS:
-                for persona in PERSONAS:
-                    user = world["users"][persona]
-                    if user is not None:
-                        client.force_login(user)
-                    response = client.generic(method, url, headers={"accept": accept})
-                    where = f"{method} {url} ({accept}) as {persona}: {response.status_code}"
-                    if persona == "anonymous":
-                        assert response.status_code == (403 if url.startswith("/api/") else 302), where
-                    elif persona in roles:
-                        assert response.status_code == status, where
-                    else:
-                        assert response.status_code == 403, where
-                    client.logout()
+        ask_every_persona(client, world, name, PATTERNS[name], EXPECTED[name], PERSONAS)
 
 
 def test_an_event_of_another_study_is_not_found_here(client, world, make_study):

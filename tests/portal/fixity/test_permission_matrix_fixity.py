@@ -14,13 +14,13 @@ from django_scopes import scope
 
 from portal.fixity.models import Alert, FixityProblem, FixityRun, FixityRunStudy
 from portal.fixity.services import alerts
+from tests.portal.matrix import ask_every_persona
 from tests.portal.urlwalk import study_url_patterns
 
 pytestmark = pytest.mark.django_db
 
 C, E = "coordinator", "ethics_officer"
 PERSONAS = ("coordinator", "ethics_officer", "researcher", "expired", "other_study", "anonymous")
-ACCEPTS = ("application/json", "text/html")
 
 # name -> [(method, roles allowed, status for an allowed caller)]; POSTs carry an empty body (no note: refused,
 # the page says so on the alert's page, the API answers 400).
@@ -72,24 +72,7 @@ def world(make_study, make_user):
 
 @pytest.mark.parametrize("name", sorted(PATTERNS))
 def test_permission_matrix(client, world, name):
-    kwargs = {arg: world["study"].code if arg == "study_code" else world["values"][arg] for arg in PATTERNS[name]}
-    url = reverse(name, kwargs=kwargs)
-    checks = [(method, roles, status, accept) for method, roles, status in EXPECTED[name]
-              for accept in (ACCEPTS if method == "GET" else ("*/*",))]
-    for method, roles, status, accept in checks:
-        for persona in PERSONAS:
-            user = world["users"][persona]
-            if user is not None:
-                client.force_login(user)
-            response = client.generic(method, url, headers={"accept": accept})
-            where = f"{method} {url} ({accept}) as {persona}: {response.status_code}"
-            if persona == "anonymous":
-                assert response.status_code == (403 if url.startswith("/api/") else 302), where
-            elif persona in roles:
-                assert response.status_code == status, where
-            else:
-                assert response.status_code == 403, where
-            client.logout()
+    ask_every_persona(client, world, name, PATTERNS[name], EXPECTED[name], PERSONAS)
     with scope(study=world["study"]):
         assert Alert.objects.get().state == Alert.State.OPEN  # nobody acknowledged or resolved without a note
 

@@ -9,6 +9,7 @@ from django_scopes import scope
 
 from portal.recordings.services.export import allocate_episode
 from portal.recordings.services.ingest import ingest_path
+from tests.portal.matrix import ask_every_persona
 from tests.portal.urlwalk import study_url_patterns
 
 pytestmark = pytest.mark.django_db
@@ -16,7 +17,6 @@ pytestmark = pytest.mark.django_db
 C, E = "coordinator", "ethics_officer"
 PERSONAS = ("coordinator", "ethics_officer", "researcher", "other_study", "anonymous")
 # A GET is asked for both as JSON and as HTML (what a browser sends: the API's browsable renderer).
-ACCEPTS = ("application/json", "text/html")
 
 # name -> [(method, roles allowed, status for an allowed caller)]; POSTs carry an empty body.
 EXPECTED: dict[str, list[tuple[str, tuple[str, ...], int]]] = {
@@ -64,24 +64,7 @@ def world(reg, make_capture, make_user, make_study):
 
 @pytest.mark.parametrize("name", sorted(PATTERNS))
 def test_permission_matrix(client, world, name):
-    kwargs = {arg: world["study"].code if arg == "study_code" else world["values"][arg] for arg in PATTERNS[name]}
-    url = reverse(name, kwargs=kwargs)
-    checks = [(method, roles, status, accept) for method, roles, status in EXPECTED[name]
-              for accept in (ACCEPTS if method == "GET" else ("*/*",))]
-    for method, roles, status, accept in checks:
-        for persona in PERSONAS:
-            user = world["users"][persona]
-            if user is not None:
-                client.force_login(user)
-            response = client.generic(method, url, headers={"accept": accept})
-            where = f"{method} {url} ({accept}) as {persona}: {response.status_code}"
-            if persona == "anonymous":
-                assert response.status_code == (403 if url.startswith("/api/") else 302), where
-            elif persona in roles:
-                assert response.status_code == status, where
-            else:
-                assert response.status_code == 403, where
-            client.logout()
+    ask_every_persona(client, world, name, PATTERNS[name], EXPECTED[name], PERSONAS)
 
 
 def test_another_studys_recording_is_not_found_here(client, world, make_registry, make_capture):

@@ -4,15 +4,14 @@ a pattern of a ``portal.releases`` view without an entry in ``EXPECTED`` fails."
 from __future__ import annotations
 
 import pytest
-from django.urls import reverse
 
+from tests.portal.matrix import ask_every_persona
 from tests.portal.urlwalk import study_url_patterns
 
 pytestmark = pytest.mark.django_db
 
 C, E = "coordinator", "ethics_officer"
 PERSONAS = ("coordinator", "ethics_officer", "researcher", "other_study", "anonymous")
-ACCEPTS = ("application/json", "text/html")
 
 # name -> [(method, roles allowed, status for an allowed caller)]; POSTs carry an empty body. The request is
 # awaiting approval, asked for by the coordinator; every POST here is refused by its service or form.
@@ -65,24 +64,7 @@ def world(reg, verified, make_request, make_user, make_study):
 
 def test_permission_matrix(client, world):
     for name in sorted(PATTERNS):
-        kwargs = {arg: world["study"].code if arg == "study_code" else world["values"][arg] for arg in PATTERNS[name]}
-        url = reverse(name, kwargs=kwargs)
-        checks = [(method, roles, status, accept) for method, roles, status in EXPECTED[name]
-                  for accept in (ACCEPTS if method == "GET" else ("*/*",))]
-        for method, roles, status, accept in checks:
-            for persona in PERSONAS:
-                user = world["users"][persona]
-                if user is not None:
-                    client.force_login(user)
-                response = client.generic(method, url, headers={"accept": accept})
-                where = f"{method} {url} ({accept}) as {persona}: {response.status_code}"
-                if persona == "anonymous":
-                    assert response.status_code == (403 if url.startswith("/api/") else 302), where
-                elif persona in roles:
-                    assert response.status_code == status, where
-                else:
-                    assert response.status_code == 403, where
-                client.logout()
+        ask_every_persona(client, world, name, PATTERNS[name], EXPECTED[name], PERSONAS)
 
 
 def test_the_public_key_needs_no_sign_in(client):
