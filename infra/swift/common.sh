@@ -34,6 +34,19 @@ server_pid() { # name
 
 server_running() { server_pid "$1" >/dev/null; }
 
+# Whether the process in run/<name>.pid is alive at all (not a zombie), whatever its command line says yet. Just
+# after `setsid ... &` the forked shell has not exec'd the server: its command line is still the script's own, so
+# server_pid does not know it yet, but it has not died either.
+pid_alive() { # name
+    local name=$1 pid stat
+    [[ -f $run/$name.pid ]] || return 1
+    pid=$(<"$run/$name.pid")
+    stat=$(cat "/proc/$pid/stat" 2>/dev/null) || return 1
+    # The third field of /proc/<pid>/stat (after the parenthesised name) is the state: Z zombie, X dead.
+    stat=${stat##*) }
+    [[ ${stat:0:1} != [ZX] ]]
+}
+
 # What in a server's command line says it is ours: its config file, or for memcached its port.
 server_marker() { # name
     case $1 in
@@ -58,4 +71,24 @@ port_open() { # port
 
 proxy_healthy() {
     [[ $(curl -s -m 2 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$s3_port/healthcheck") == 200 ]]
+}
+
+# Wait until the server started last answers (30 s at most); its log is named if it dies first.
+wait_until_up() { # name
+    local name=$1 _
+    for _ in $(seq 300); do  # 30 s: the proxy takes 2 s idle, several times that on a busy machine
+        if ! server_running "$name"; then
+            # Not (yet) the server: a process still on its way to exec'ing it is waited for; a dead one is an error.
+            pid_alive "$name" || die "$name exited; see $logs/$name.log"
+            sleep 0.1
+            continue
+        fi
+        if [[ $name == proxy-server ]]; then
+            proxy_healthy && return
+        else
+            port_open "$(server_port "$name")" && return
+        fi
+        sleep 0.1
+    done
+    die "$name did not answer within 30 s; see $logs/$name.log"
 }

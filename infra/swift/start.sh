@@ -193,20 +193,6 @@ start_server() { # name
     log "started $name (pid $!)"
 }
 
-wait_until_up() { # name
-    local name=$1 _
-    for _ in $(seq 300); do  # 30 s: the proxy takes 2 s idle, several times that on a busy machine
-        server_running "$name" || die "$name exited; see $logs/$name.log"
-        if [[ $name == proxy-server ]]; then
-            proxy_healthy && return
-        else
-            port_open "$(server_port "$name")" && return
-        fi
-        sleep 0.1
-    done
-    die "$name did not answer within 30 s; see $logs/$name.log"
-}
-
 ensure_buckets() {
     [[ -x $python ]] || die "no Python at $python to create the buckets with boto3; set CERES_PYTHON"
     "$python" - "http://127.0.0.1:$s3_port" "${buckets[@]}" <<'EOF'
