@@ -388,7 +388,9 @@ def _lockout_parameters() -> list:
 
 
 AXES_LOCKOUT_PARAMETERS = _lockout_parameters()
+# A successful sign-in clears the failures of that username only, not those of others from its address.
 AXES_RESET_ON_SUCCESS = True
+AXES_HANDLER = "portal.accounts.lockout.UsernameResetHandler"
 # Attempts during a lockout are refused without extending it (and without guessing a password).
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
