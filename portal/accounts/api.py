@@ -79,7 +79,8 @@ class ApiTokenViewSet(mixins.ListModelMixin, mixins.CreateModelMixin, mixins.Des
         if code and study is None:
             raise ValidationError({"study": f"you hold no role in a study {code!r}"})
         token, key = services.issue_token(request.user, name=given.validated_data["name"], study=study,
-                                          days=given.validated_data.get("days"))
+                                          days=given.validated_data.get("days"),
+                                          second_factor=services.made_after_second_factor(request))
         token.key = key
         return Response(CreatedApiTokenSerializer(token).data, status=status.HTTP_201_CREATED)
 

@@ -25,6 +25,9 @@ class ApiToken(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField()
     last_used_at = models.DateTimeField(null=True, blank=True)
+    second_factor = models.BooleanField(
+        default=False, help_text="Made from a session that had passed the second factor. A token made without one "
+                                 "is refused once its user needs a second factor.")
 
     class Meta:
         ordering = ["user__username", "-created_at"]

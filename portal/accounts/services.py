@@ -41,15 +41,18 @@ def _hash_key(key: str) -> str:
 
 def _token_snapshot(token: ApiToken) -> dict:
     return {"name": token.name, "prefix": token.prefix, "user": token.user.get_username(),
-            "study": token.study.code if token.study_id else None, "expires_at": token.expires_at}
+            "study": token.study.code if token.study_id else None, "expires_at": token.expires_at,
+            "second_factor": token.second_factor}
 
 
 @transaction.atomic
-def issue_token(user, *, name: str, study: Study | None = None, days: int | None = None) -> tuple[ApiToken, str]:
+def issue_token(user, *, name: str, study: Study | None = None, days: int | None = None,
+                second_factor: bool = False) -> tuple[ApiToken, str]:
     """Make an API token for ``user``; return it and its key, which is never stored and cannot be shown again.
 
     ``days`` (default and maximum ``CERES_TOKEN_DAYS``) sets the expiry; ``study`` limits the token to one
-    study in which the user holds a role.
+    study in which the user holds a role. ``second_factor``: the session making it had passed the second
+    factor; a token made without one is refused whenever its user needs a second factor (``token_for_key``).
     """
     name = (name or "").strip()
     if not name:
@@ -69,7 +72,7 @@ def issue_token(user, *, name: str, study: Study | None = None, days: int | None
         raise AccountError(f"you already hold {held} unexpired tokens, the most allowed; revoke one first")
     key = secrets.token_urlsafe(32)
     token = ApiToken.objects.create(user=user, name=name, prefix=key[:8], key_hash=_hash_key(key), study=study,
-                                    expires_at=timezone.now() + timedelta(days=days))
+                                    expires_at=timezone.now() + timedelta(days=days), second_factor=second_factor)
     record(user, "accounts.token_created", token, after=_token_snapshot(token), study=study)
     return token, key
 
@@ -83,18 +86,29 @@ def revoke_token(actor, token: ApiToken) -> None:
     token.delete()
 
 
+def made_after_second_factor(request) -> bool:
+    """Whether the request's session has passed the second factor (what a token made from it records)."""
+    is_verified = getattr(request.user, "is_verified", None)
+    return bool(is_verified and is_verified())
+
+
 def tokens_of(user) -> list[ApiToken]:
     return list(ApiToken.objects.filter(user=user).select_related("study").order_by("-created_at"))
 
 
 def token_for_key(key: str, *, at: datetime | None = None) -> ApiToken:
-    """The live token with this key; AccountError if there is none, it expired or its user is inactive."""
+    """The live token with this key; AccountError if there is none, it expired, its user is inactive, or its user
+    now needs a second factor and the token was not made with one (made before an ethics-officer grant, before
+    ``CERES_REQUIRE_2FA`` was switched on, or before they enrolled)."""
     now = at or timezone.now()
     token = ApiToken.objects.select_related("user").filter(key_hash=_hash_key(key)).first()
     if token is None or not token.user.is_active:
         raise AccountError("invalid token")
     if token.is_expired(now):
         raise AccountError(f"token {token.prefix}… expired at {token.expires_at:%Y-%m-%d %H:%M} UTC; make a new one")
+    if not token.second_factor and second_factor_required(token.user):
+        raise AccountError(f"token {token.prefix}… was made without a second factor, which this account now needs: "
+                           "sign in with your second factor (set it up if you have none) and make a new token")
     if token.last_used_at is None or token.last_used_at < now - _LAST_USED_RESOLUTION:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
     return token

@@ -33,7 +33,8 @@ def account(request: HttpRequest) -> HttpResponse:
         if form.is_valid():
             with refusals(form=form) as outcome:
                 token, new_key = services.issue_token(request.user, name=form.cleaned_data["name"],
-                                                      study=form.cleaned_data["study"], days=form.cleaned_data["days"])
+                                                      study=form.cleaned_data["study"], days=form.cleaned_data["days"],
+                                                      second_factor=services.made_after_second_factor(request))
             if not outcome.refused:
                 form = TokenForm(request.user)
                 messages.success(request, f"Token “{token.name}” made. Copy its key now: it is not shown again.")

@@ -27,11 +27,11 @@ def api_routes():
 
 
 def methods_of(url: str) -> list[str]:
-    """The HTTP methods the URL's view answers (a view set's by its route's actions)."""
+    """The HTTP methods the URL's view answers (a view set's by its route's actions); HEAD is GET's twin."""
     view = resolve(url).func
     actions = getattr(view, "actions", None)
     if actions:
-        return sorted(actions)
+        return sorted(method for method in actions if method in METHODS)
     cls = getattr(view, "cls", None) or getattr(view, "view_class", None)
     return [method for method in METHODS if hasattr(cls, method)]
 
@@ -136,3 +136,79 @@ def test_a_signed_in_session_lists_and_revokes_tokens(world):
     assert sorted(t["name"] for t in listed) == ["all", "alpha only", "beta only"]
     assert session.delete(f"/api/tokens/{world['tokens'][1].pk}/").status_code == 204
     assert ApiToken.objects.count() == 2
+
+
+NO_SECOND_FACTOR = "was made without a second factor, which this account now needs"
+
+
+def _walk_refused(key: str, reason: str) -> int:
+    """Every method of every /api/ URL pattern (in study alpha) answers 403 with ``reason``; how many were walked."""
+    api = _api(key)
+    walked = 0
+    for route in api_routes():
+        url = url_of(route, {name: "alpha" if name in ("study_code", "code") else 1 for name in route.arguments})
+        for method in methods_of(url):
+            answer = getattr(api, method)(url, {}, format="json") if method != "get" else api.get(url)
+            assert answer.status_code == 403, f"{method.upper()} {url}: {answer.status_code}"
+            if answer["Content-Type"].startswith("application/json"):  # (the schema's HTML page: status only)
+                assert reason in answer.json()["detail"], f"{method.upper()} {url}: {answer.json()}"
+            walked += 1
+    return walked
+
+
+def _code(device) -> str:
+    from django_otp.oath import totp
+
+    return f"{totp(device.bin_key):06d}"
+
+
+def test_a_token_made_without_a_second_factor_is_refused_everywhere_once_its_user_needs_one(settings, make_study,
+                                                                                             make_user):
+    from django.urls import reverse
+    from django_otp.plugins.otp_totp.models import TOTPDevice
+
+    from portal.access.services import grant_role
+
+    alpha = make_study("alpha")
+    officer = make_user("ethics3", alpha, ["ethics_officer"], password="ethics-password-3")
+    _, before_switch = services.issue_token(officer, name="made before CERES_REQUIRE_2FA was on")
+    promoted = make_user("res", alpha, ["researcher"])
+    _, before_grant = services.issue_token(promoted, name="made before the ethics-officer grant")
+    bystander = make_user("res2", alpha, ["researcher"])
+    _, bystanders = services.issue_token(bystander, name="a researcher's")
+
+    settings.CERES_REQUIRE_2FA = True
+    grant_role("test", promoted, alpha, "ethics_officer")
+    assert _walk_refused(before_switch, NO_SECOND_FACTOR) > 60
+    assert _walk_refused(before_grant, NO_SECOND_FACTOR) > 60
+    # Whom no rule asks for a second factor keeps their token.
+    assert _api(bystanders).get("/api/studies/alpha/released-episodes/").status_code == 200
+
+    # Enrolling does not revive the old token; a token made from a session that passed the second factor works.
+    device = TOTPDevice.objects.create(user=officer, name="phone", confirmed=True)
+    assert _api(before_switch).get("/api/studies/alpha/audit-events/").status_code == 403
+    session = APIClient()
+    session.post(reverse("login"), {"username": "ethics3", "password": "ethics-password-3"})
+    assert session.post("/api/tokens/", {"name": "new"}, format="json").status_code == 403  # not passed yet
+    assert session.post(reverse("second-factor"), {"code": _code(device)}).status_code == 302
+    made = session.post("/api/tokens/", {"name": "new"}, format="json")
+    assert made.status_code == 201
+    assert _api(made.json()["key"]).get("/api/studies/alpha/audit-events/").status_code == 200
+    page = session.post(reverse("account"), {"name": "from the page", "study": "", "days": 7})
+    assert page.status_code == 200
+    assert dict(ApiToken.objects.filter(user=officer).values_list("name", "second_factor")) == {
+        "made before CERES_REQUIRE_2FA was on": False, "new": True, "from the page": True}
+
+
+def test_a_token_made_without_the_second_factor_a_user_enrolled_in_is_refused(make_study, make_user):
+    """Without CERES_REQUIRE_2FA, someone who enrolled of their own accord needs the factor at sign-in: a token made
+    before they enrolled is refused too."""
+    from django_otp.plugins.otp_totp.models import TOTPDevice
+
+    alpha = make_study("alpha")
+    user = make_user("res", alpha, ["researcher"])
+    _, key = services.issue_token(user, name="old")
+    assert _api(key).get("/api/studies/").status_code == 200
+    TOTPDevice.objects.create(user=user, name="phone", confirmed=True)
+    refused = _api(key).get("/api/studies/")
+    assert refused.status_code == 403 and NO_SECOND_FACTOR in refused.json()["detail"]
