@@ -404,6 +404,9 @@ CERES_TRUSTED_PROXIES = env_int("CERES_TRUSTED_PROXIES", 0, minimum=0, maximum=5
 # Second factor (django-otp, TOTP). When on, ethics officers and staff must pass it at every login.
 CERES_REQUIRE_2FA = env_bool("CERES_REQUIRE_2FA", False)
 OTP_TOTP_ISSUER = env_str("CERES_TOTP_ISSUER", "CERES Portal")
+# With CERES_REQUIRE_2FA, those it requires set up their second factor with a site administrator's one-time
+# enrolment code (the password alone does not open enrolment); how long such a code lasts.
+CERES_ENROLMENT_CODE_HOURS = env_int("CERES_ENROLMENT_CODE_HOURS", 72, minimum=1, maximum=24 * 30)
 
 # API tokens: their lifetime unless the user picks a shorter one, and the most one user may hold.
 CERES_TOKEN_DAYS = env_int("CERES_TOKEN_DAYS", 90, minimum=1, maximum=366)
