@@ -212,3 +212,25 @@ def test_a_token_made_without_the_second_factor_a_user_enrolled_in_is_refused(ma
     TOTPDevice.objects.create(user=user, name="phone", confirmed=True)
     refused = _api(key).get("/api/studies/")
     assert refused.status_code == 403 and NO_SECOND_FACTOR in refused.json()["detail"]
+
+
+def test_tokens_are_accepted_only_under_api():
+    """Token authentication is the REST framework's: every view that takes it is under /api/, so the walks above
+    cover every place a token opens. (The pages and the admin know sessions only.)"""
+    from django.urls import URLPattern, URLResolver, get_resolver
+    from rest_framework.views import APIView
+
+    outside, inside = [], []
+
+    def walk(resolver: URLResolver, prefix: str) -> None:
+        for entry in resolver.url_patterns:
+            here = prefix + str(entry.pattern)
+            if isinstance(entry, URLResolver):
+                walk(entry, here)
+            elif isinstance(entry, URLPattern):
+                view = getattr(entry.callback, "cls", None) or getattr(entry.callback, "view_class", None)
+                if isinstance(view, type) and issubclass(view, APIView):
+                    (inside if here.lstrip("^").startswith("api/") else outside).append(here)
+
+    walk(get_resolver(), "")
+    assert outside == [] and len(inside) > 50
