@@ -258,22 +258,30 @@ def issue_enrolment_code(actor, user, *, hours: int | None = None) -> tuple[Enro
     return row, code
 
 
-def _redeemed_device(user) -> TOTPDevice | None:
-    """The unconfirmed authenticator made by redeeming an unexpired enrolment code: the only one enrolment of a user
-    who needs a code may confirm."""
-    row = (EnrolmentCode.objects.filter(user=user, redeemed_at__isnull=False, device_id__isnull=False,
-                                        expires_at__gt=timezone.now()).order_by("-redeemed_at").first())
+ENROLMENT_DEVICE = "ceres_enrolment_device"
+
+
+def _redeemed_device(user, session) -> TOTPDevice | None:
+    """The unconfirmed authenticator made by redeeming an unexpired enrolment code in this ``session``: the only one
+    enrolment of a user who needs a code may show and confirm. Another session (whoever else holds the password,
+    signed in meanwhile) sees none."""
+    device_id = session.get(ENROLMENT_DEVICE) if session is not None else None
+    if device_id is None:
+        return None
+    row = (EnrolmentCode.objects.filter(user=user, redeemed_at__isnull=False, device_id=device_id,
+                                        expires_at__gt=timezone.now()).first())
     return TOTPDevice.objects.filter(pk=row.device_id, user=user, confirmed=False).first() if row else None
 
 
-def awaiting_enrolment_code(user) -> bool:
-    """Whether enrolment must ask this user for an enrolment code before it shows them a secret."""
-    return enrolment_code_required(user) and _redeemed_device(user) is None
+def awaiting_enrolment_code(user, session) -> bool:
+    """Whether enrolment must ask this user, in this session, for an enrolment code before it shows a secret."""
+    return enrolment_code_required(user) and _redeemed_device(user, session) is None
 
 
-def redeem_enrolment_code(user, code: str, *, ip: str | None = None) -> TOTPDevice:
-    """Use ``user``'s enrolment code: it is spent, and a new authenticator (its secret shown to this session only)
-    is made for enrolment to confirm. Every use and refusal is an audit event. AccountError when refused."""
+def redeem_enrolment_code(user, code: str, session, *, ip: str | None = None) -> TOTPDevice:
+    """Use ``user``'s enrolment code: it is spent, and a new authenticator is made for enrolment to confirm, in this
+    ``session`` only (its secret is shown there alone). Every use and refusal is an audit event. AccountError when
+    refused."""
     if confirmed_device(user) is not None:
         raise AccountError("a second factor is already set up for this account")
     with transaction.atomic():
@@ -288,6 +296,7 @@ def redeem_enrolment_code(user, code: str, *, ip: str | None = None) -> TOTPDevi
             row.redeemed_at, row.device_id = now, device.pk
             row.save(update_fields=["redeemed_at", "device_id"])
             record(user, "accounts.enrolment_code_used", user, after={"ip": ip, "issued_by": row.issued_by})
+            session[ENROLMENT_DEVICE] = device.pk
             return device
         record(user, "accounts.enrolment_code_refused", user, after={"ip": ip, "reason": reason})
     raise AccountError(f"that enrolment code is not valid for this account ({reason}); ask a site administrator "
@@ -295,16 +304,16 @@ def redeem_enrolment_code(user, code: str, *, ip: str | None = None) -> TOTPDevi
 
 
 @transaction.atomic
-def start_enrolment(user) -> TOTPDevice:
+def start_enrolment(user, session=None) -> TOTPDevice:
     """The user's unconfirmed authenticator (made once, kept until confirmed, so a reload shows the same secret).
 
-    Of a user who needs an enrolment code: only the authenticator their redeemed code made (EnrolmentCodeNeeded
-    until they redeem one).
+    Of a user who needs an enrolment code: only the authenticator their code made when redeemed in this
+    ``session`` (EnrolmentCodeNeeded until they redeem one).
     """
     if confirmed_device(user) is not None:
         raise AccountError("a second factor is already set up for this account")
     if enrolment_code_required(user):
-        device = _redeemed_device(user)
+        device = _redeemed_device(user, session)
         if device is None:
             raise EnrolmentCodeNeeded("your roles require a second factor: enter the enrolment code a site "
                                       "administrator gave you to set it up")
@@ -314,13 +323,14 @@ def start_enrolment(user) -> TOTPDevice:
 
 
 @transaction.atomic
-def confirm_enrolment(user, code: str, *, ip: str | None = None) -> TOTPDevice:
+def confirm_enrolment(user, code: str, session=None, *, ip: str | None = None) -> TOTPDevice:
     """Confirm the user's new authenticator with a code from it; the caller then marks the session verified.
 
-    A user who needs an enrolment code confirms only the authenticator their redeemed code made."""
+    A user who needs an enrolment code confirms only the authenticator their code made, redeemed in this
+    ``session``."""
     device = TOTPDevice.objects.select_for_update(no_key=True).filter(user=user, confirmed=False).first()
     if enrolment_code_required(user):
-        redeemed = _redeemed_device(user)
+        redeemed = _redeemed_device(user, session)
         if redeemed is None:
             raise EnrolmentCodeNeeded("your roles require a second factor: enter the enrolment code a site "
                                       "administrator gave you first")
@@ -331,6 +341,8 @@ def confirm_enrolment(user, code: str, *, ip: str | None = None) -> TOTPDevice:
         raise AccountError("that code is not the current one; check the app's clock and try the next code")
     device.confirmed = True
     device.save(update_fields=["confirmed"])
+    if session is not None:
+        session.pop(ENROLMENT_DEVICE, None)
     record(user, "accounts.second_factor_enrolled", user, after={"device": device.name, "ip": ip})
     return device
 

@@ -67,13 +67,14 @@ def second_factor(request: HttpRequest) -> HttpResponse:
     device = services.confirmed_device(request.user)
     if device is not None and request.user.is_verified():
         return redirect(next_url or "account")
-    if device is None and services.awaiting_enrolment_code(request.user):
+    if device is None and services.awaiting_enrolment_code(request.user, request.session):
         return _enrolment_code(request, next_url)
     form = CodeForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         with refusals(form=form, field="code") as outcome:
             if device is None:
-                device = services.confirm_enrolment(request.user, form.cleaned_data["code"], ip=client_ip(request))
+                device = services.confirm_enrolment(request.user, form.cleaned_data["code"], request.session,
+                                                    ip=client_ip(request))
                 messages.success(request, "Second factor set up: you will be asked for a code at every sign-in.")
             else:
                 device = services.check_second_factor(request.user, form.cleaned_data["code"], ip=client_ip(request))
@@ -83,7 +84,7 @@ def second_factor(request: HttpRequest) -> HttpResponse:
             return redirect(next_url or "dashboard")
     context = {"form": form, "next": next_url, "enrolling": device is None}
     if device is None:
-        pending = services.start_enrolment(request.user)
+        pending = services.start_enrolment(request.user, request.session)
         context["secret"] = services.totp_secret(pending)
         context["qr_svg"] = segno.make(pending.config_url, error="m").svg_inline(
             scale=4, title="QR code for the authenticator app")
@@ -95,7 +96,8 @@ def _enrolment_code(request: HttpRequest, next_url: str) -> HttpResponse:
     form = EnrolmentCodeForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         with refusals(form=form, field="enrolment_code") as outcome:
-            services.redeem_enrolment_code(request.user, form.cleaned_data["enrolment_code"], ip=client_ip(request))
+            services.redeem_enrolment_code(request.user, form.cleaned_data["enrolment_code"], request.session,
+                                           ip=client_ip(request))
         if not outcome.refused:
             target = reverse("second-factor") + (f"?{urlencode({'next': next_url})}" if next_url else "")
             return redirect(target)

@@ -177,15 +177,16 @@ def test_staff_also_need_an_enrolment_code_and_a_reset_asks_for_one_again(client
     staff = make_user("staffer", password="staff-password-1")
     staff.is_staff = True
     staff.save()
-    assert services.awaiting_enrolment_code(staff) and services.awaiting_enrolment_code(ethics)
+    assert services.awaiting_enrolment_code(staff, {}) and services.awaiting_enrolment_code(ethics, {})
     _, code = services.issue_enrolment_code("manage.py issue_enrolment_code", ethics)
-    device = services.redeem_enrolment_code(ethics, code)
-    services.confirm_enrolment(ethics, _code(device))
-    assert not services.awaiting_enrolment_code(ethics)
+    session = {}
+    device = services.redeem_enrolment_code(ethics, code, session)
+    services.confirm_enrolment(ethics, _code(device), session)
+    assert not services.awaiting_enrolment_code(ethics, session) and session == {}
     services.remove_second_factor(_superuser(make_user), ethics)
-    assert services.awaiting_enrolment_code(ethics)
+    assert services.awaiting_enrolment_code(ethics, session)
     with pytest.raises(services.AccountError, match="already used"):
-        services.redeem_enrolment_code(ethics, code)
+        services.redeem_enrolment_code(ethics, code, session)
 
 
 def test_enrolment_codes_are_single_use_expiring_hashed_audited_and_only_a_superuser_issues_them(
@@ -214,19 +215,20 @@ def test_enrolment_codes_are_single_use_expiring_hashed_audited_and_only_a_super
         stored = repr(cursor.fetchall())
     assert code not in stored and first not in stored and code.replace("-", "") not in stored
     # A new code replaces the one before it.
+    session = {}
     with pytest.raises(services.AccountError, match="expired"):
-        services.redeem_enrolment_code(ethics, first)
+        services.redeem_enrolment_code(ethics, first, session)
     EnrolmentCode.objects.filter(pk=row.pk).update(expires_at=timezone.now())
     with pytest.raises(services.AccountError, match="expired"):
-        services.redeem_enrolment_code(ethics, code)
-    assert services.awaiting_enrolment_code(ethics)
+        services.redeem_enrolment_code(ethics, code, session)
+    assert services.awaiting_enrolment_code(ethics, session)
 
     _, code = services.issue_enrolment_code(admin, ethics)
-    device = services.redeem_enrolment_code(ethics, code.replace("-", " ").lower(), ip="192.0.2.5")
-    assert services.start_enrolment(ethics) == device  # a reload shows the same secret
+    device = services.redeem_enrolment_code(ethics, code.replace("-", " ").lower(), session, ip="192.0.2.5")
+    assert services.start_enrolment(ethics, session) == device  # a reload shows the same secret
     with pytest.raises(services.AccountError, match="already used"):
-        services.redeem_enrolment_code(ethics, code)
-    services.confirm_enrolment(ethics, _code(device))
+        services.redeem_enrolment_code(ethics, code, {})
+    services.confirm_enrolment(ethics, _code(device), session)
     with pytest.raises(services.AccountError, match="already has a second factor"):
         services.issue_enrolment_code(admin, ethics)
 
@@ -255,12 +257,35 @@ def test_a_superuser_issues_codes_in_the_admin_and_the_command_issues_them_too(c
     answer = client.post("/admin/auth/user/", {"action": "issue_enrolment_code", "_selected_action": [ethics.pk]})
     assert answer.status_code == 200 and "no-cache" in answer["Cache-Control"]
     code = re.search(r'<code class="enrolment-code">([A-Z2-7-]+)</code>', answer.content.decode()).group(1)
-    assert services.redeem_enrolment_code(ethics, code).user == ethics
+    assert services.redeem_enrolment_code(ethics, code, {}).user == ethics
     assert events("accounts.enrolment_code_issued")[0].actor_label == "siteadmin"
 
     call_command("issue_enrolment_code", "eth")
     printed = re.search(r"eth: enrolment code ([A-Z2-7-]+)", capsys.readouterr().out).group(1)
-    assert services.redeem_enrolment_code(ethics, printed).confirmed is False
+    assert services.redeem_enrolment_code(ethics, printed, {}).confirmed is False
     assert events("accounts.enrolment_code_issued")[-1].actor_label == "manage.py issue_enrolment_code"
     with pytest.raises(CommandError, match="no user 'nobody'"):
         call_command("issue_enrolment_code", "nobody")
+
+
+def test_a_redeemed_code_opens_enrolment_in_its_own_session_only(client, require_2fa, ethics):
+    """The officer redeems their code; whoever else holds the password and signs in meanwhile neither sees the
+    new authenticator's secret nor confirms it."""
+    from django.test import Client
+
+    _sign_in(client, "eth", "ethics-password-1")
+    _, enrolment_code = services.issue_enrolment_code("manage.py issue_enrolment_code", ethics)
+    shown = client.post(reverse("second-factor"), {"enrolment_code": enrolment_code}, follow=True)
+    assert b"totp-secret" in shown.content
+    device = TOTPDevice.objects.get(user=ethics, confirmed=False)
+
+    thief = Client()
+    page = _sign_in(thief, "eth", "ethics-password-1")
+    assert b"Enrolment code from a site administrator" in page.content
+    assert services.totp_secret(device).encode() not in page.content and b"totp-secret" not in page.content
+    assert thief.post(reverse("second-factor"), {"code": _code(device)}).status_code == 400
+    assert not TOTPDevice.objects.filter(user=ethics, confirmed=True).exists()
+    assert thief.get(reverse("dashboard")).status_code == 302
+
+    assert client.post(reverse("second-factor"), {"code": _code(device)}).status_code == 302
+    assert TOTPDevice.objects.get(user=ethics).confirmed
