@@ -45,6 +45,7 @@ def account(request: HttpRequest) -> HttpResponse:
         "form": form, "new_key": new_key, "tokens": services.tokens_of(request.user),
         "device": services.confirmed_device(request.user),
         "required_by_rule": services.second_factor_required_by_rule(request.user),
+        "needs_second_factor": services.second_factor_required(request.user),
     }, status=400 if request.method == "POST" and new_key is None else 200)
 
 

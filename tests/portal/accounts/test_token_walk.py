@@ -196,6 +196,8 @@ def test_a_token_made_without_a_second_factor_is_refused_everywhere_once_its_use
     assert _api(made.json()["key"]).get("/api/studies/alpha/audit-events/").status_code == 200
     page = session.post(reverse("account"), {"name": "from the page", "study": "", "days": 7})
     assert page.status_code == 200
+    # The account page says which of the tokens are refused, and why.
+    assert page.content.decode().count("refused: made without your second factor") == 1
     assert dict(ApiToken.objects.filter(user=officer).values_list("name", "second_factor")) == {
         "made before CERES_REQUIRE_2FA was on": False, "new": True, "from the page": True}
 
