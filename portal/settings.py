@@ -388,7 +388,9 @@ def _lockout_parameters() -> list:
 
 
 AXES_LOCKOUT_PARAMETERS = _lockout_parameters()
+# A successful sign-in clears the failures of that username only, not those of others from its address.
 AXES_RESET_ON_SUCCESS = True
+AXES_HANDLER = "portal.accounts.lockout.UsernameResetHandler"
 # Attempts during a lockout are refused without extending it (and without guessing a password).
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
@@ -402,6 +404,9 @@ CERES_TRUSTED_PROXIES = env_int("CERES_TRUSTED_PROXIES", 0, minimum=0, maximum=5
 # Second factor (django-otp, TOTP). When on, ethics officers and staff must pass it at every login.
 CERES_REQUIRE_2FA = env_bool("CERES_REQUIRE_2FA", False)
 OTP_TOTP_ISSUER = env_str("CERES_TOTP_ISSUER", "CERES Portal")
+# With CERES_REQUIRE_2FA, those it requires set up their second factor with a site administrator's one-time
+# enrolment code (the password alone does not open enrolment); how long such a code lasts.
+CERES_ENROLMENT_CODE_HOURS = env_int("CERES_ENROLMENT_CODE_HOURS", 72, minimum=1, maximum=24 * 30)
 
 # API tokens: their lifetime unless the user picks a shorter one, and the most one user may hold.
 CERES_TOKEN_DAYS = env_int("CERES_TOKEN_DAYS", 90, minimum=1, maximum=366)

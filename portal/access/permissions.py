@@ -84,6 +84,13 @@ def api_studies_for(request) -> QuerySet[Study]:
     return studies if limited_to is None else studies.filter(pk=limited_to)
 
 
+def api_rows_for(request, rows: QuerySet, study_field: str = "study") -> QuerySet:
+    """``rows`` narrowed to the request's token's study if the token is limited (for endpoints outside one study's
+    URL that list the caller's own rows of every study, such as their access requests)."""
+    limited_to = _token_study_id(request)
+    return rows if limited_to is None else rows.filter(**{f"{study_field}_id": limited_to})
+
+
 def roles_by_study(user, **annotations) -> dict[Study, list[str]]:
     """The user's active roles by study. ``annotations``: expressions over the grant rows about their study (each
     row has a ``study`` column), set as attributes of each Study: still one query."""

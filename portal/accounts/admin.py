@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from axes.models import AccessAttempt
 from django.contrib import admin, messages
+from django.contrib.auth import get_user_model
+from django.template.response import TemplateResponse
+from django.utils.cache import add_never_cache_headers
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
 from portal.accounts import services
-from portal.accounts.models import ApiToken
+from portal.accounts.models import ApiToken, EnrolmentCode
 from portal.core.admin import ReadOnlyAdmin
 
 
@@ -68,4 +71,46 @@ class SecondFactorAdmin(ReadOnlyAdmin):
     def reset(self, request, queryset):
         for user in {device.user for device in queryset.select_related("user")}:
             services.remove_second_factor(request.user, user)
-            messages.success(request, f"{user} sets up a new second factor at the next sign-in.")
+            messages.success(request, f"{user} sets up a new second factor at the next sign-in (with an enrolment "
+                                      f"code if their roles require one: issue it on the Users page).")
+
+
+@admin.register(EnrolmentCode)
+class EnrolmentCodeAdmin(ReadOnlyAdmin):
+    """Enrolment codes issued, without the codes (only their hashes are stored, and those are not shown)."""
+
+    list_display = ["user", "issued_by", "created_at", "expires_at", "redeemed_at"]
+    list_select_related = ["user"]
+    search_fields = ["user__username", "issued_by"]
+    fields = list_display
+
+
+User = get_user_model()
+_UserAdmin = type(admin.site._registry[User])
+
+
+class UserAdmin(_UserAdmin):
+    """Django's user admin, with the action that issues second-factor enrolment codes (shown once, on the page
+    the action answers with)."""
+
+    actions = [*(_UserAdmin.actions or []), "issue_enrolment_code"]
+
+    @admin.action(description="Issue a second-factor enrolment code to the selected users")
+    def issue_enrolment_code(self, request, queryset):
+        issued, refused = [], []
+        for user in queryset.order_by("username"):
+            try:
+                row, code = services.issue_enrolment_code(request.user, user)
+            except services.AccountError as exc:
+                refused.append((user, str(exc)))
+            else:
+                issued.append((user, code, row.expires_at))
+        response = TemplateResponse(request, "admin/accounts/enrolment_codes.html", {
+            **self.admin_site.each_context(request), "title": "Second-factor enrolment codes",
+            "issued": issued, "refused": refused, "opts": self.model._meta})
+        add_never_cache_headers(response)
+        return response
+
+
+admin.site.unregister(User)
+admin.site.register(User, UserAdmin)

@@ -1,11 +1,12 @@
-"""``/api/tokens/``: a user's own API tokens. Making one needs a signed-in session, never a token."""
+"""``/api/tokens/``: a user's own API tokens, listed, made and revoked from a signed-in session, never a token."""
 
 from __future__ import annotations
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.authentication import SessionAuthentication
-from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.exceptions import ValidationError
+from rest_framework.permissions import BasePermission
 from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 
@@ -35,11 +36,24 @@ class CreatedApiTokenSerializer(ApiTokenSerializer):
         fields = [*ApiTokenSerializer.Meta.fields, "key"]
 
 
+class SignedInSessionOnly(BasePermission):
+    """Tokens are listed, made and revoked from a signed-in session, never with a token: a leaked token can
+    neither mint successors nor find and revoke its owner's other tokens (a study-limited one, those of other
+    studies)."""
+
+    message = "an API token cannot list, make or revoke tokens: sign in (with your second factor) on the portal"
+
+    def has_permission(self, request, view) -> bool:
+        return bool(request.user and request.user.is_authenticated
+                    and isinstance(request.successful_authenticator, SessionAuthentication))
+
+
 class ApiTokenViewSet(mixins.ListModelMixin, mixins.CreateModelMixin, mixins.DestroyModelMixin,
                       viewsets.GenericViewSet):
     """List, make (the key is in the answer, once) and revoke the caller's API tokens."""
 
     serializer_class = ApiTokenSerializer
+    permission_classes = [SignedInSessionOnly]
     keyset = ("-created_at", "-pk")
     throttle_scope = "token-create"
 
@@ -58,8 +72,6 @@ class ApiTokenViewSet(mixins.ListModelMixin, mixins.CreateModelMixin, mixins.Des
 
     @extend_schema(request=NewApiTokenSerializer, responses={201: CreatedApiTokenSerializer})
     def create(self, request, *args, **kwargs):
-        if not isinstance(request.successful_authenticator, SessionAuthentication):
-            raise PermissionDenied("a token cannot make tokens: sign in (with your second factor) to make one")
         given = NewApiTokenSerializer(data=request.data)
         given.is_valid(raise_exception=True)
         code = given.validated_data.get("study")
@@ -67,7 +79,8 @@ class ApiTokenViewSet(mixins.ListModelMixin, mixins.CreateModelMixin, mixins.Des
         if code and study is None:
             raise ValidationError({"study": f"you hold no role in a study {code!r}"})
         token, key = services.issue_token(request.user, name=given.validated_data["name"], study=study,
-                                          days=given.validated_data.get("days"))
+                                          days=given.validated_data.get("days"),
+                                          second_factor=services.made_after_second_factor(request))
         token.key = key
         return Response(CreatedApiTokenSerializer(token).data, status=status.HTTP_201_CREATED)
 

@@ -27,5 +27,10 @@ class CodeForm(forms.Form):
                                                          "autofocus": True}))
 
 
+class EnrolmentCodeForm(forms.Form):
+    enrolment_code = forms.CharField(max_length=40, label="Enrolment code from a site administrator",
+                                     widget=forms.TextInput(attrs={"autocomplete": "off", "autofocus": True}))
+
+
 class UnlockForm(forms.Form):
     username = forms.CharField(max_length=150)

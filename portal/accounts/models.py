@@ -25,6 +25,9 @@ class ApiToken(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField()
     last_used_at = models.DateTimeField(null=True, blank=True)
+    second_factor = models.BooleanField(
+        default=False, help_text="Made from a session that had passed the second factor. A token made without one "
+                                 "is refused once its user needs a second factor.")
 
     class Meta:
         ordering = ["user__username", "-created_at"]
@@ -35,3 +38,28 @@ class ApiToken(models.Model):
 
     def is_expired(self, at: datetime | None = None) -> bool:
         return self.expires_at <= (at or timezone.now())
+
+
+class EnrolmentCode(models.Model):
+    """A site administrator's one-time code that lets a user who must have a second factor set one up.
+
+    Under ``CERES_REQUIRE_2FA`` the password alone does not open enrolment for an ethics officer or a site
+    administrator: whoever holds a stolen password could otherwise enrol their own authenticator. Only the
+    SHA-256 of the code is stored. Redeeming it makes the one authenticator that enrolment may confirm.
+    """
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    code_hash = models.CharField(max_length=64, unique=True)
+    issued_by = models.CharField(max_length=150, help_text="The site administrator (or command) who issued it.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    redeemed_at = models.DateTimeField(null=True, blank=True)
+    device_id = models.PositiveIntegerField(null=True, blank=True,
+                                            help_text="The authenticator made when the code was redeemed.")
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name = "second-factor enrolment code"
+
+    def __str__(self) -> str:
+        return f"enrolment code of {self.user} until {self.expires_at:%Y-%m-%d %H:%M}"

@@ -19,7 +19,7 @@ from django_otp.plugins.otp_totp.models import TOTPDevice
 
 from portal.access.models import Role
 from portal.access.permissions import active_roles, has_role, roles_by_study
-from portal.accounts.models import ApiToken
+from portal.accounts.models import ApiToken, EnrolmentCode
 from portal.audit.services import record
 from portal.core.errors import ServiceError
 from portal.studies.models import Study
@@ -41,15 +41,18 @@ def _hash_key(key: str) -> str:
 
 def _token_snapshot(token: ApiToken) -> dict:
     return {"name": token.name, "prefix": token.prefix, "user": token.user.get_username(),
-            "study": token.study.code if token.study_id else None, "expires_at": token.expires_at}
+            "study": token.study.code if token.study_id else None, "expires_at": token.expires_at,
+            "second_factor": token.second_factor}
 
 
 @transaction.atomic
-def issue_token(user, *, name: str, study: Study | None = None, days: int | None = None) -> tuple[ApiToken, str]:
+def issue_token(user, *, name: str, study: Study | None = None, days: int | None = None,
+                second_factor: bool = False) -> tuple[ApiToken, str]:
     """Make an API token for ``user``; return it and its key, which is never stored and cannot be shown again.
 
     ``days`` (default and maximum ``CERES_TOKEN_DAYS``) sets the expiry; ``study`` limits the token to one
-    study in which the user holds a role.
+    study in which the user holds a role. ``second_factor``: the session making it had passed the second
+    factor; a token made without one is refused whenever its user needs a second factor (``token_for_key``).
     """
     name = (name or "").strip()
     if not name:
@@ -69,7 +72,7 @@ def issue_token(user, *, name: str, study: Study | None = None, days: int | None
         raise AccountError(f"you already hold {held} unexpired tokens, the most allowed; revoke one first")
     key = secrets.token_urlsafe(32)
     token = ApiToken.objects.create(user=user, name=name, prefix=key[:8], key_hash=_hash_key(key), study=study,
-                                    expires_at=timezone.now() + timedelta(days=days))
+                                    expires_at=timezone.now() + timedelta(days=days), second_factor=second_factor)
     record(user, "accounts.token_created", token, after=_token_snapshot(token), study=study)
     return token, key
 
@@ -83,18 +86,29 @@ def revoke_token(actor, token: ApiToken) -> None:
     token.delete()
 
 
+def made_after_second_factor(request) -> bool:
+    """Whether the request's session has passed the second factor (what a token made from it records)."""
+    is_verified = getattr(request.user, "is_verified", None)
+    return bool(is_verified and is_verified())
+
+
 def tokens_of(user) -> list[ApiToken]:
     return list(ApiToken.objects.filter(user=user).select_related("study").order_by("-created_at"))
 
 
 def token_for_key(key: str, *, at: datetime | None = None) -> ApiToken:
-    """The live token with this key; AccountError if there is none, it expired or its user is inactive."""
+    """The live token with this key; AccountError if there is none, it expired, its user is inactive, or its user
+    now needs a second factor and the token was not made with one (made before an ethics-officer grant, before
+    ``CERES_REQUIRE_2FA`` was switched on, or before they enrolled)."""
     now = at or timezone.now()
     token = ApiToken.objects.select_related("user").filter(key_hash=_hash_key(key)).first()
     if token is None or not token.user.is_active:
         raise AccountError("invalid token")
     if token.is_expired(now):
         raise AccountError(f"token {token.prefix}… expired at {token.expires_at:%Y-%m-%d %H:%M} UTC; make a new one")
+    if not token.second_factor and second_factor_required(token.user):
+        raise AccountError(f"token {token.prefix}… was made without a second factor, which this account now needs: "
+                           "sign in with your second factor (set it up if you have none) and make a new token")
     if token.last_used_at is None or token.last_used_at < now - _LAST_USED_RESOLUTION:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
     return token
@@ -190,25 +204,145 @@ def confirmed_device(user) -> TOTPDevice | None:
     return TOTPDevice.objects.filter(user=user, confirmed=True).first()
 
 
+# --- enrolment codes: who must have a second factor sets it up with a site administrator's code ---------------
+
+
+class EnrolmentCodeNeeded(AccountError):
+    """Enrolment of this user needs a site administrator's enrolment code first."""
+
+
+def enrolment_code_required(user) -> bool:
+    """With ``CERES_REQUIRE_2FA``: a user the rule requires a second factor of (an ethics officer, a site
+    administrator) who has none sets it up only with an enrolment code, at first enrolment and after a reset.
+    Their password alone would let whoever stole it enrol an authenticator of their own."""
+    return second_factor_required_by_rule(user) and confirmed_device(user) is None
+
+
+def _code_hash(code: str) -> str:
+    return hashlib.sha256("".join(ch for ch in (code or "").upper() if ch.isalnum()).encode()).hexdigest()
+
+
+def _actor_label(actor) -> str:
+    return actor.get_username() if hasattr(actor, "get_username") else str(actor)
+
+
 @transaction.atomic
-def start_enrolment(user) -> TOTPDevice:
-    """The user's unconfirmed authenticator (made once, kept until confirmed, so a reload shows the same secret)."""
+def issue_enrolment_code(actor, user, *, hours: int | None = None) -> tuple[EnrolmentCode, str]:
+    """A site administrator (a superuser, or ``manage.py issue_enrolment_code``: a string ``actor``) issues a one-time
+    enrolment code for ``user``; return it and the code, which is never stored and cannot be shown again.
+
+    The code expires after ``hours`` (default and most ``CERES_ENROLMENT_CODE_HOURS``); a new code replaces any
+    unredeemed earlier one. Nobody issues their own.
+    """
+    if not isinstance(actor, str):
+        if not getattr(actor, "is_superuser", False):
+            raise AccountError("only a site administrator (superuser) issues enrolment codes")
+        if actor.pk == user.pk:
+            raise AccountError("you cannot issue an enrolment code for your own account; ask another site "
+                               "administrator, or use manage.py issue_enrolment_code")
+    if not user.is_active:
+        raise AccountError(f"{user.get_username()} is not active")
+    if confirmed_device(user) is not None:
+        raise AccountError(f"{user.get_username()} already has a second factor; reset it first (TOTP devices)")
+    longest = settings.CERES_ENROLMENT_CODE_HOURS
+    hours = longest if hours is None else hours
+    if not 1 <= hours <= longest:
+        raise AccountError(f"an enrolment code lasts 1 to {longest} hours, not {hours}")
+    now = timezone.now()
+    EnrolmentCode.objects.filter(user=user, redeemed_at__isnull=True, expires_at__gt=now).update(expires_at=now)
+    raw = base64.b32encode(secrets.token_bytes(10)).decode()  # 80 random bits, 16 characters
+    code = "-".join(raw[i:i + 4] for i in range(0, 16, 4))
+    row = EnrolmentCode.objects.create(user=user, code_hash=_code_hash(code), issued_by=_actor_label(actor),
+                                       expires_at=now + timedelta(hours=hours))
+    record(actor, "accounts.enrolment_code_issued", user, after={"expires_at": row.expires_at})
+    return row, code
+
+
+ENROLMENT_DEVICE = "ceres_enrolment_device"
+
+
+def _redeemed_device(user, session) -> TOTPDevice | None:
+    """The unconfirmed authenticator made by redeeming an unexpired enrolment code in this ``session``: the only one
+    enrolment of a user who needs a code may show and confirm. Another session (whoever else holds the password,
+    signed in meanwhile) sees none."""
+    device_id = session.get(ENROLMENT_DEVICE) if session is not None else None
+    if device_id is None:
+        return None
+    row = (EnrolmentCode.objects.filter(user=user, redeemed_at__isnull=False, device_id=device_id,
+                                        expires_at__gt=timezone.now()).first())
+    return TOTPDevice.objects.filter(pk=row.device_id, user=user, confirmed=False).first() if row else None
+
+
+def awaiting_enrolment_code(user, session) -> bool:
+    """Whether enrolment must ask this user, in this session, for an enrolment code before it shows a secret."""
+    return enrolment_code_required(user) and _redeemed_device(user, session) is None
+
+
+def redeem_enrolment_code(user, code: str, session, *, ip: str | None = None) -> TOTPDevice:
+    """Use ``user``'s enrolment code: it is spent, and a new authenticator is made for enrolment to confirm, in this
+    ``session`` only (its secret is shown there alone). Every use and refusal is an audit event. AccountError when
+    refused."""
     if confirmed_device(user) is not None:
         raise AccountError("a second factor is already set up for this account")
+    with transaction.atomic():
+        row = EnrolmentCode.objects.select_for_update(no_key=True).filter(
+            user=user, code_hash=_code_hash(code)).first()
+        now = timezone.now()
+        reason = ("wrong code" if row is None else "already used" if row.redeemed_at
+                  else "expired" if row.expires_at <= now else None)
+        if reason is None:
+            TOTPDevice.objects.filter(user=user, confirmed=False).delete()
+            device = TOTPDevice.objects.create(user=user, name="Authenticator app", confirmed=False)
+            row.redeemed_at, row.device_id = now, device.pk
+            row.save(update_fields=["redeemed_at", "device_id"])
+            record(user, "accounts.enrolment_code_used", user, after={"ip": ip, "issued_by": row.issued_by})
+            session[ENROLMENT_DEVICE] = device.pk
+            return device
+        record(user, "accounts.enrolment_code_refused", user, after={"ip": ip, "reason": reason})
+    raise AccountError(f"that enrolment code is not valid for this account ({reason}); ask a site administrator "
+                       "for a new one")
+
+
+@transaction.atomic
+def start_enrolment(user, session=None) -> TOTPDevice:
+    """The user's unconfirmed authenticator (made once, kept until confirmed, so a reload shows the same secret).
+
+    Of a user who needs an enrolment code: only the authenticator their code made when redeemed in this
+    ``session`` (EnrolmentCodeNeeded until they redeem one).
+    """
+    if confirmed_device(user) is not None:
+        raise AccountError("a second factor is already set up for this account")
+    if enrolment_code_required(user):
+        device = _redeemed_device(user, session)
+        if device is None:
+            raise EnrolmentCodeNeeded("your roles require a second factor: enter the enrolment code a site "
+                                      "administrator gave you to set it up")
+        return device
     device = TOTPDevice.objects.filter(user=user, confirmed=False).first()
     return device or TOTPDevice.objects.create(user=user, name="Authenticator app", confirmed=False)
 
 
 @transaction.atomic
-def confirm_enrolment(user, code: str, *, ip: str | None = None) -> TOTPDevice:
-    """Confirm the user's new authenticator with a code from it; the caller then marks the session verified."""
+def confirm_enrolment(user, code: str, session=None, *, ip: str | None = None) -> TOTPDevice:
+    """Confirm the user's new authenticator with a code from it; the caller then marks the session verified.
+
+    A user who needs an enrolment code confirms only the authenticator their code made, redeemed in this
+    ``session``."""
     device = TOTPDevice.objects.select_for_update(no_key=True).filter(user=user, confirmed=False).first()
+    if enrolment_code_required(user):
+        redeemed = _redeemed_device(user, session)
+        if redeemed is None:
+            raise EnrolmentCodeNeeded("your roles require a second factor: enter the enrolment code a site "
+                                      "administrator gave you first")
+        device = TOTPDevice.objects.select_for_update(no_key=True).get(pk=redeemed.pk)
     if device is None:
         raise AccountError("no authenticator is waiting to be confirmed; start again")
     if not device.verify_token(_clean_code(code)):
         raise AccountError("that code is not the current one; check the app's clock and try the next code")
     device.confirmed = True
     device.save(update_fields=["confirmed"])
+    if session is not None:
+        session.pop(ENROLMENT_DEVICE, None)
     record(user, "accounts.second_factor_enrolled", user, after={"device": device.name, "ip": ip})
     return device
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 import segno
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
@@ -15,7 +18,7 @@ from django_otp import login as otp_login
 from portal.access.models import Role
 from portal.access.permissions import study_view
 from portal.accounts import services
-from portal.accounts.forms import CodeForm, TokenForm, UnlockForm
+from portal.accounts.forms import CodeForm, EnrolmentCodeForm, TokenForm, UnlockForm
 from portal.accounts.models import ApiToken
 from portal.accounts.network import client_ip
 from portal.core.errors import refusals
@@ -33,7 +36,8 @@ def account(request: HttpRequest) -> HttpResponse:
         if form.is_valid():
             with refusals(form=form) as outcome:
                 token, new_key = services.issue_token(request.user, name=form.cleaned_data["name"],
-                                                      study=form.cleaned_data["study"], days=form.cleaned_data["days"])
+                                                      study=form.cleaned_data["study"], days=form.cleaned_data["days"],
+                                                      second_factor=services.made_after_second_factor(request))
             if not outcome.refused:
                 form = TokenForm(request.user)
                 messages.success(request, f"Token “{token.name}” made. Copy its key now: it is not shown again.")
@@ -41,6 +45,7 @@ def account(request: HttpRequest) -> HttpResponse:
         "form": form, "new_key": new_key, "tokens": services.tokens_of(request.user),
         "device": services.confirmed_device(request.user),
         "required_by_rule": services.second_factor_required_by_rule(request.user),
+        "needs_second_factor": services.second_factor_required(request.user),
     }, status=400 if request.method == "POST" and new_key is None else 200)
 
 
@@ -63,11 +68,14 @@ def second_factor(request: HttpRequest) -> HttpResponse:
     device = services.confirmed_device(request.user)
     if device is not None and request.user.is_verified():
         return redirect(next_url or "account")
+    if device is None and services.awaiting_enrolment_code(request.user, request.session):
+        return _enrolment_code(request, next_url)
     form = CodeForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         with refusals(form=form, field="code") as outcome:
             if device is None:
-                device = services.confirm_enrolment(request.user, form.cleaned_data["code"], ip=client_ip(request))
+                device = services.confirm_enrolment(request.user, form.cleaned_data["code"], request.session,
+                                                    ip=client_ip(request))
                 messages.success(request, "Second factor set up: you will be asked for a code at every sign-in.")
             else:
                 device = services.check_second_factor(request.user, form.cleaned_data["code"], ip=client_ip(request))
@@ -77,11 +85,25 @@ def second_factor(request: HttpRequest) -> HttpResponse:
             return redirect(next_url or "dashboard")
     context = {"form": form, "next": next_url, "enrolling": device is None}
     if device is None:
-        pending = services.start_enrolment(request.user)
+        pending = services.start_enrolment(request.user, request.session)
         context["secret"] = services.totp_secret(pending)
         context["qr_svg"] = segno.make(pending.config_url, error="m").svg_inline(
             scale=4, title="QR code for the authenticator app")
     return render(request, "accounts/second_factor.html", context, status=400 if form.errors else 200)
+
+
+def _enrolment_code(request: HttpRequest, next_url: str) -> HttpResponse:
+    """Ask for the site administrator's enrolment code before any secret is shown (CERES_REQUIRE_2FA)."""
+    form = EnrolmentCodeForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        with refusals(form=form, field="enrolment_code") as outcome:
+            services.redeem_enrolment_code(request.user, form.cleaned_data["enrolment_code"], request.session,
+                                           ip=client_ip(request))
+        if not outcome.refused:
+            target = reverse("second-factor") + (f"?{urlencode({'next': next_url})}" if next_url else "")
+            return redirect(target)
+    return render(request, "accounts/enrolment_code.html", {"form": form, "next": next_url},
+                  status=400 if form.errors else 200)
 
 
 @require_POST

@@ -16,7 +16,7 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 
 from portal.access.models import Role
-from portal.access.permissions import StudyScopedAPIMixin, token_allows
+from portal.access.permissions import StudyScopedAPIMixin, api_rows_for, token_allows
 from portal.releases.models import ReleaseItem, ReleaseRequest
 from portal.research.forms import BrowseFilter
 from portal.research.models import AccessRequest, Dataset, IssuedLink
@@ -104,7 +104,8 @@ class MyAccessRequestViewSet(mixins.ListModelMixin, mixins.CreateModelMixin, vie
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):
             return AccessRequest.objects.none()
-        return AccessRequest.objects.filter(researcher=self.request.user).select_related(
+        # A study-limited token sees (and so cancels) only the requests of its study.
+        return api_rows_for(self.request, AccessRequest.objects.filter(researcher=self.request.user)).select_related(
             "study", "researcher", "acceptance", "decided_by")
 
     @extend_schema(request=NewAccessRequestSerializer, responses={201: AccessRequestSerializer})

@@ -130,3 +130,45 @@ def test_site_administrators_unlock_in_the_admin(client, researcher, make_user):
     answer = client.post("/admin/axes/accessattempt/", {"action": "unlock_addresses", "_selected_action": rows})
     assert answer.status_code == 302 and not AccessAttempt.objects.exists()
     assert events("accounts.lockout_cleared", ip_address="192.0.2.44")[0].actor_label == "siteadmin"
+
+
+@pytest.mark.parametrize("counted_by", [["username", "ip_address"], ["username"]])
+def test_another_users_sign_ins_from_the_address_do_not_reset_a_guessed_username(client, researcher, make_user,
+                                                                                 study, settings, counted_by):
+    """Twelve wrong passwords for ethics3, each followed by ``res`` signing in correctly from the same address:
+    the fifth locks ethics3, and its right password is refused afterwards, from that address and any other."""
+    settings.AXES_LOCKOUT_PARAMETERS = counted_by
+    make_user("ethics3", study, ["ethics_officer"], password="ethics-password-3")
+    guesses, others = [], []
+    for n in range(12):
+        guesses.append(_attempt(client, "ethics3", f"guess-{n}").status_code)
+        others.append(_attempt(client, "res", "right-password-1").status_code)
+        client.logout()
+    assert guesses == [200] * 4 + [429] * 8
+    if counted_by == ["username"]:
+        # Counted by username alone, the address stays open to the researcher the whole time.
+        assert others == [302] * 12
+    else:
+        # Counted by address too, the fifth failure from the address also closes it, whoever signs in.
+        assert others == [302] * 4 + [429] * 8
+    assert _attempt(client, "ethics3", "ethics-password-3").status_code == 429
+    assert _attempt(client, "ethics3", "ethics-password-3", ip="198.51.100.200").status_code == 429
+    [locked] = events("accounts.locked_out")
+    assert locked.target_label == "ethics3" and locked.after["failures"] == 5
+
+
+def test_a_success_clears_only_its_own_usernames_failures(client, researcher, make_user, study):
+    make_user("ethics3", study, ["ethics_officer"], password="ethics-password-3")
+    for n in range(4):
+        _attempt(client, "ethics3", f"guess-{n}")
+    for n in range(2):
+        _attempt(client, "res", f"guess-{n}", ip="192.0.2.11")
+    assert _attempt(client, "res", "right-password-1").status_code == 302
+    client.logout()
+    from axes.models import AccessAttempt
+
+    assert sorted(AccessAttempt.objects.values_list("username", "failures_since_start")) == [("ethics3", 4)]
+    # ethics3's owner signing in clears ethics3's count; the next four wrong passwords do not lock it.
+    assert _attempt(client, "ethics3", "ethics-password-3", ip="192.0.2.12").status_code == 302
+    client.logout()
+    assert not AccessAttempt.objects.exists()

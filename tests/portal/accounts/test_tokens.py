@@ -105,7 +105,7 @@ def test_users_revoke_their_own_tokens_on_the_page(client, two_studies, make_use
     assert event.actor_label == "coord" and event.before["name"] == "laptop"
 
 
-def test_the_tokens_api_lists_makes_and_revokes_but_a_token_cannot_make_tokens(two_studies):
+def test_the_tokens_api_lists_makes_and_revokes_but_a_token_cannot_make_list_or_revoke_tokens(two_studies):
     user, _, _ = two_studies
     session = APIClient()
     session.force_login(user)
@@ -115,9 +115,11 @@ def test_the_tokens_api_lists_makes_and_revokes_but_a_token_cannot_make_tokens(t
     listed = session.get("/api/tokens/").json()["results"]
     assert [t["prefix"] for t in listed] == [key[:8]] and "key" not in listed[0]
     by_token = _api(key).post("/api/tokens/", {"name": "more"}, format="json")
-    assert by_token.status_code == 403 and "cannot make tokens" in by_token.json()["detail"]
+    assert by_token.status_code == 403 and "cannot list, make or revoke tokens" in by_token.json()["detail"]
+    assert _api(key).get("/api/tokens/").status_code == 403
+    assert _api(key).delete(f"/api/tokens/{made.json()['id']}/").status_code == 403
     assert session.post("/api/tokens/", {"name": "x", "study": "nope"}, format="json").status_code == 400
-    assert _api(key).delete(f"/api/tokens/{made.json()['id']}/").status_code == 204
+    assert session.delete(f"/api/tokens/{made.json()['id']}/").status_code == 204
     assert not ApiToken.objects.exists()
 
 
