@@ -3,8 +3,10 @@
     ceres-pull --portal URL --token TOKEN (--release STUDY/release-NNNN | --dataset STUDY/dataset-NNNN) DEST
 
 The manifest and its signature come first, through signed links like every file; the signature is checked
-against the portal's published key (``/.well-known/ceres-release-key``, or ``--public-key``) before anything
-else is fetched. Every file is then downloaded through freshly requested short-lived links, a few at a time, into
+against the portal's release key before anything else is fetched. The key is ``--public-key`` when given;
+otherwise the one the portal serves (``/.well-known/ceres-release-key``), pinned on first use in the
+known-portals file (``--known-portals``) and refused when it changes; its fingerprint is printed on every run.
+Every file is then downloaded through freshly requested short-lived links, a few at a time, into
 ``DEST/.ceres-pull/``, never past the length the manifest gives it, and moved to its place only once its
 length and SHA-256 match. Nothing is read or written through a symbolic link in DEST, and every path the
 manifest names must stay inside DEST. The run ends with the check ``verify-release`` makes (every file and
@@ -16,7 +18,7 @@ Exit status:
   0    everything is in place and verified
   1    a file or the manifest does not check out (each is named; a bad file is not left under its name)
   2    usage, or DEST is in the way (a symbolic link, a file where a folder goes, another download's manifest)
-  3    the portal refused or answered wrongly: no access, an answer that is not the API's
+  3    the portal refused or answered wrongly: no access, a changed release key, an answer that is not the API's
   4    network: the portal or its storage could not be reached or failed; run it again to resume
   130  interrupted (Ctrl-C); 143 terminated (SIGTERM): verified files stay, the rest resume on the next run
 
@@ -47,8 +49,8 @@ import httpx
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from tqdm import tqdm
 
+from exporter import pinning, safefs
 from exporter import release as manifest_format
-from exporter import safefs
 
 PARTIAL = ".ceres-pull"
 LINK_BATCH = 100
@@ -523,7 +525,10 @@ def _parser() -> argparse.ArgumentParser:
     which.add_argument("--release", help="a published release: STUDY/release-NNNN")
     which.add_argument("--dataset", help="a one-dataset download: STUDY/dataset-NNNN")
     parser.add_argument("--public-key", help="the portal's release key (PEM file or text, or base64 of the raw 32 "
-                                             "bytes); default: fetched from the portal")
+                                             "bytes); default: the key the portal serves, pinned on first use")
+    parser.add_argument("--known-portals", type=Path, default=None,
+                        help=f"where keys are pinned (default: ${pinning.ENV}, or "
+                             f"$XDG_CONFIG_HOME/ceres/known-portals, by default under ~/.config)")
     parser.add_argument("--connections", type=int, default=4, help="files downloaded at once (1 to 32, default 4)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("dest", type=Path, metavar="DEST", help="folder to pull into (made if absent)")
@@ -531,13 +536,35 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _release_key(args: argparse.Namespace, portal: Portal) -> Ed25519PublicKey:
-    """``--public-key``, or the key the portal serves."""
-    if not args.public_key:
-        return portal.public_key()
+    """``--public-key``, or the portal's key checked against (or pinned in) the known-portals file; its
+    fingerprint printed either way."""
+    if args.public_key:
+        try:
+            key = manifest_format.load_public_key(args.public_key)
+        except ValueError as exc:
+            raise PullError(f"--public-key: {exc}") from None
+        print(f"ceres-pull: release key {manifest_format.fingerprint(key)} (given with --public-key)",
+              file=sys.stderr)
+        return key
     try:
-        return manifest_format.load_public_key(args.public_key)
+        address = pinning.portal_id(args.portal)
     except ValueError as exc:
-        raise PullError(f"--public-key: {exc}") from None
+        raise PullError(str(exc)) from None
+    known = args.known_portals or pinning.default_path()
+    key = portal.public_key()
+    try:
+        seen = pinning.check_or_pin(known, address, key)
+    except pinning.KeyChanged as exc:
+        raise Refused(str(exc)) from None
+    except (OSError, ValueError) as exc:
+        raise PullError(f"--known-portals: {exc}") from None
+    if seen:
+        print(f"ceres-pull: release key {manifest_format.fingerprint(key)} of {address}, as pinned in {known}",
+              file=sys.stderr)
+    else:
+        print(f"ceres-pull: release key {manifest_format.fingerprint(key)} of {address}, first use: pinned in "
+              f"{known}; check this fingerprint with the portal's operators out of band", file=sys.stderr)
+    return key
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -5,6 +5,7 @@ as the researcher runs it, a subprocess; what it must do is computed here from t
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -23,6 +24,7 @@ from urllib.parse import quote, unquote, urlsplit
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from exporter import pinning
 from exporter import release as manifest_format
 
 REPO = Path(__file__).resolve().parents[2]
@@ -215,7 +217,53 @@ FILES = {"meta/info.json": b'{"codebase_version": "v3.0"}\n', "data/chunk-000/fi
          "videos/cam/chunk-000/file-000.mp4": bytes(range(256)) * 64}
 
 
-# --- keys ----------------------------------------------------------------------------------------------------
+# --- a clean pull, and the release key pinned on first use (item 15) -------------------------------------------
+
+
+def test_a_clean_pull_verifies_pins_the_key_and_prints_its_fingerprint_every_run(portal, known, tmp_path):
+    portal.publish(FILES)
+    dest = tmp_path / "pulled"
+    first = pull(portal, dest, known)
+    assert first.returncode == 0, first.stderr
+    assert f"release key {fingerprint(portal.key)} of {portal.url}, first use: pinned in {known}" in first.stderr
+    assert known.read_text() == (f"{portal.url} "
+                                 f"{base64.b64encode(manifest_format.public_key_raw(portal.key.public_key())).decode()}\n")
+    assert files_under(dest) == sorted([*portal.files])
+    assert all((dest / path).read_bytes() == data for path, data in portal.files.items())
+    manifest_format.verify_release(dest, portal.key.public_key())
+
+    again = pull(portal, dest, known, "--known-portals", str(known))  # the option names the same file
+    assert again.returncode == 0, again.stderr
+    assert f"release key {fingerprint(portal.key)} of {portal.url}, as pinned in {known}" in again.stderr
+    assert f"(0 fetched, {len(portal.files) - 2} already in place)" in again.stdout
+
+
+def test_a_changed_key_is_refused_before_any_file_and_says_how_to_check_it(portal, known, tmp_path):
+    portal.publish(FILES)
+    assert pull(portal, tmp_path / "first", known).returncode == 0
+    pinned = known.read_text() if known.exists() else None
+    old = portal.key
+    portal.key = portal.served_key = Ed25519PrivateKey.generate()  # a server posing as the portal
+    portal.publish({**FILES, "meta/info.json": b'{"codebase_version": "evil"}\n'})
+    portal.requests.clear()
+    result = pull(portal, tmp_path / "second", known)
+    line = refused_in_one_line(result, 3, f"pinned fingerprint {fingerprint(old)}",
+                               f"now served {fingerprint(portal.key)}", "out of band", str(known))
+    assert line.startswith("ceres-pull: refused: the release key of ")
+    assert known.read_text() == pinned
+    assert portal.requests == [] and portal.asked.count(MANIFEST) == 1  # the first run's only
+    assert not (tmp_path / "second").exists() or files_under(tmp_path / "second") == []
+
+
+def test_keys_are_pinned_per_portal_address_and_a_broken_file_is_named(portal, known, tmp_path):
+    assert pinning.portal_id("HTTPS://Portal.Example.ORG:443/ceres/") == "https://portal.example.org/ceres"
+    assert pinning.portal_id("http://portal.example.org:8000") == "http://portal.example.org:8000"
+    portal.publish(FILES)
+    known.parent.mkdir(parents=True)
+    known.write_text(f"{portal.url} not-base64!\n")
+    refused_in_one_line(pull(portal, tmp_path / "pulled", known), 2, f"--known-portals: {known}:1: not 'ADDRESS "
+                                                                     f"BASE64-KEY'")
+    assert portal.asked == []
 
 
 def test_a_manifest_signed_with_another_key_fails_whichever_key_is_trusted(portal, known, tmp_path):

@@ -34,6 +34,12 @@ REPO = Path(__file__).resolve().parents[3]
 HERE = Path(__file__).parent
 
 
+@pytest.fixture(autouse=True)
+def known_portals(tmp_path, monkeypatch):
+    """The portal's key is pinned in the test's own known-portals file, not the user's."""
+    monkeypatch.setenv("CERES_KNOWN_PORTALS", str(tmp_path / "known-portals"))
+
+
 @pytest.fixture
 def token(researcher):
     return issue_token(researcher, name="pull")[1]
