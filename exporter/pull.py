@@ -594,8 +594,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Interrupted as exc:
         portal = None  # the threads still reading are abandoned (daemons), not waited for by a close
         name = signal.Signals(exc.signum).name
-        print(f"ceres-pull: stopped by {name}: {run.verified} files verified and in place in {args.dest}; partial "
-              f"ones are kept in {args.dest / PARTIAL} and the same command resumes them", file=sys.stderr)
+        print(f"ceres-pull: stopped by {name}: files fetched, verified and in place in {args.dest}: {run.verified}; "
+              f"partial ones are kept in {args.dest / PARTIAL} and the same command resumes them", file=sys.stderr)
         return 128 + exc.signum
     except Mismatch as exc:
         print(f"ceres-pull: problem: {exc}", file=sys.stderr)

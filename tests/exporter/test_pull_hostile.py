@@ -457,7 +457,7 @@ def test_a_signal_stops_at_once_keeps_what_is_verified_and_the_next_run_resumes(
             process.wait()
     assert process.returncode == code, stderr
     assert "Traceback" not in stderr
-    assert f"stopped by {signal.Signals(signum).name}: 1 files verified and in place" in stderr
+    assert f"stopped by {signal.Signals(signum).name}: files fetched, verified and in place in {dest}: 1;" in stderr
     assert first.read_bytes() == portal.files[RECEIPT]
     assert partial.read_bytes() == held["data/chunk-000/file-000.parquet"][:half]
     assert not (dest / MANIFEST).exists()
