@@ -3,13 +3,24 @@
     ceres-pull --portal URL --token TOKEN (--release STUDY/release-NNNN | --dataset STUDY/dataset-NNNN) DEST
 
 The manifest and its signature come first, through signed links like every file; the signature is checked
-against the portal's published key (``/.well-known/ceres-release-key``, or ``--public-key``) before anything
-else is fetched. Every file is then downloaded through freshly requested short-lived links, a few at a time,
-into ``DEST/.ceres-pull/`` and moved to its place only once its length and SHA-256 match the manifest. A
-second run resumes: finished files are checked and kept (no request for them), a partial one continues where
-it stopped (HTTP Range), a link that expired mid-run is asked for again. Exit status: 0 when everything is in
-place and verified; 1 when a file or the manifest does not check out (the bad file is not left under its final
-name); 2 for a usage, network or permission problem.
+against the portal's release key before anything else is fetched. The key is ``--public-key`` when given;
+otherwise the one the portal serves (``/.well-known/ceres-release-key``), pinned on first use in the
+known-portals file (``--known-portals``) and refused when it changes; its fingerprint is printed on every run.
+Every file is then downloaded through freshly requested short-lived links, a few at a time, into
+``DEST/.ceres-pull/``, never past the length the manifest gives it, and moved to its place only once its
+length and SHA-256 match. Nothing is read or written through a symbolic link in DEST, and every path the
+manifest names must stay inside DEST. The run ends with the check ``verify-release`` makes (every file and
+nothing else) and writes the manifest last. A second run resumes: finished files are checked and kept (no
+request for them), a partial one continues where it stopped (HTTP Range), a link that expired mid-run is asked
+for again. Ctrl-C stops within a second, keeping what is verified and the partial files.
+
+Exit status:
+  0    everything is in place and verified
+  1    a file or the manifest does not check out (each is named; a bad file is not left under its name)
+  2    usage, or DEST is in the way (a symbolic link, a file where a folder goes, another download's manifest)
+  3    the portal refused or answered wrongly: no access, a changed release key, an answer that is not the API's
+  4    network: the portal or its storage could not be reached or failed; run it again to resume
+  130  interrupted (Ctrl-C); 143 terminated (SIGTERM): verified files stay, the rest resume on the next run
 
 No Django: a plain client of the portal's API (``httpx``), the exporter's manifest format and hasher.
 """
@@ -17,40 +28,100 @@ No Django: a plain client of the portal's API (``httpx``), the exporter's manife
 from __future__ import annotations
 
 import argparse
+import contextlib
 import email.utils
+import json
 import os
+import queue
 import re
-import shutil
+import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from tqdm import tqdm
 
+from exporter import pinning, safefs
 from exporter import release as manifest_format
 
 PARTIAL = ".ceres-pull"
 LINK_BATCH = 100
 # A link with less than this left is asked for again before use, so a download does not start on a dying link.
 LINK_MARGIN_SECONDS = 15
-CHUNK = 1 << 20
+# Read in blocks this size, so a stop (Ctrl-C) or a body longer than its entry is seen within one block.
+BLOCK = 64 << 10
 ATTEMPTS = 4
+# Bounds on what is read from the portal before it is checked. A manifest lists every file with its path,
+# length and SHA-256 (about 4 KiB an episode): 64 MiB is some 15,000 episodes.
+MAX_MANIFEST_BYTES = 64 << 20
+SIGNATURE_BYTES = 64
+MAX_ANSWER_BYTES = 16 << 20
+MAX_KEY_BYTES = 64 << 10
+# How long Ctrl-C waits for the downloads to reach the end of their block before the client exits anyway.
+STOP_GRACE_SECONDS = 0.5
 _TARGET = re.compile(r"^(?P<study>[-a-zA-Z0-9_]+)/(?P<kind>release|dataset)-?(?P<number>[0-9]+)$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_RESERVED = (PARTIAL, manifest_format.MANIFEST, manifest_format.SIGNATURE, manifest_format.DATASET_MANIFEST,
+             manifest_format.DATASET_SIGNATURE, *(f".{name}.part" for name in (
+                 manifest_format.MANIFEST, manifest_format.SIGNATURE, manifest_format.DATASET_MANIFEST,
+                 manifest_format.DATASET_SIGNATURE)))
 
 
 class PullError(Exception):
-    """Something other than a bad file stopped the pull (usage, network, permission): exit status 2."""
+    """Something other than a bad file stopped the pull; ``code`` is the exit status (2: usage or DEST)."""
+
+    code = 2
+
+
+class Refused(PullError):
+    """The portal (or its storage) refused, or answered something the API does not send: exit status 3."""
+
+    code = 3
+
+
+class NetworkError(PullError):
+    """The portal or its storage could not be reached or failed (5xx): exit status 4."""
+
+    code = 4
 
 
 class Mismatch(Exception):
     """A file or the manifest does not check out: exit status 1."""
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM arrived (raised in the main thread by the signal handler)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+class _Stopped(Exception):
+    """A download saw the run's stop flag."""
+
+
+class _TooLong(Exception):
+    pass
+
+
+@dataclass
+class Run:
+    """What a run shares with its download threads: the stop flag, the threads, the files verified so far."""
+
+    stop: threading.Event = field(default_factory=threading.Event)
+    threads: list[threading.Thread] = field(default_factory=list)
+    verified: int = 0
+    signalled: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 @dataclass(frozen=True)
@@ -71,6 +142,10 @@ class Target:
     def manifest(self) -> str:
         return manifest_format.MANIFEST if self.kind == "release" else manifest_format.DATASET_MANIFEST
 
+    @property
+    def schema(self) -> str:
+        return manifest_format.SCHEMA if self.kind == "release" else manifest_format.DATASET_SCHEMA
+
 
 def parse_target(value: str, kind: str) -> Target:
     """``STUDY/release-0001`` (or ``STUDY/1``) for ``--release``; ``STUDY/dataset-0001`` for ``--dataset``."""
@@ -84,46 +159,110 @@ def parse_target(value: str, kind: str) -> Target:
     return Target(match["study"], kind, int(match["number"]))
 
 
+@contextlib.contextmanager
+def _network(what: str) -> Iterator[None]:
+    """httpx's failures as the client's: unreachable or cut off (4), anything else the server got wrong (3)."""
+    try:
+        yield
+    except httpx.TransportError as exc:
+        raise NetworkError(f"{what}: {exc.__class__.__name__}: {exc} (run it again to resume)") from None
+    except httpx.HTTPError as exc:
+        raise Refused(f"{what}: {exc.__class__.__name__}: {exc}") from None
+
+
+def _read_capped(response: httpx.Response, limit: int) -> bytearray:
+    """The body, read block by block; ``_TooLong`` as soon as it (or its declared length) passes ``limit``.
+    Kept as the bytearray it was read into: a copy would double the memory a large manifest takes."""
+    declared = response.headers.get("Content-Length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise _TooLong(int(declared))
+    data = bytearray()
+    for block in response.iter_raw(BLOCK):
+        data += block
+        if len(data) > limit:
+            raise _TooLong(len(data))
+    return data
+
+
+def _refusal(response: httpx.Response, what: str, by: str) -> PullError:
+    try:
+        body = _read_capped(response, 4096)
+        detail = json.loads(body).get("detail", "")
+    except (_TooLong, ValueError, AttributeError, httpx.HTTPError):
+        detail = ""
+    if not isinstance(detail, str) or not detail:
+        detail = "no reason given"
+    detail = " ".join(detail.split())[:300]
+    kind = NetworkError if response.status_code >= 500 else Refused
+    return kind(f"{what}: {by} answered {response.status_code}: {detail}")
+
+
 class Portal:
-    """The portal's API with the caller's token: links to files, the public key."""
+    """The portal's API with the caller's token: links to files, the public key; every answer read within a
+    bound."""
 
     def __init__(self, url: str, token: str, target: Target, *, timeout: float = 60.0):
         self.target = target
-        self.http = httpx.Client(base_url=url.rstrip("/"), headers={"Authorization": f"Token {token}"},
-                                 timeout=timeout, follow_redirects=False)
-        self.files = httpx.Client(timeout=timeout, follow_redirects=True)
+        self.http = httpx.Client(base_url=url.rstrip("/"), timeout=timeout, follow_redirects=False,
+                                 headers={"Authorization": f"Token {token}", "Accept-Encoding": "identity"})
+        self.files = httpx.Client(timeout=timeout, follow_redirects=True, headers={"Accept-Encoding": "identity"})
 
     def close(self) -> None:
         self.http.close()
         self.files.close()
 
-    def _answer(self, response: httpx.Response, what: str) -> Any:
-        if response.status_code >= 400:
+    def _call(self, method: str, path: str, what: str, limit: int, **kwargs) -> tuple[httpx.Headers, bytearray]:
+        with _network(what), self.http.stream(method, path, **kwargs) as response:
+            if response.status_code != 200:
+                raise _refusal(response, what, "the portal")
             try:
-                detail = response.json().get("detail", response.text)
-            except ValueError:
-                detail = response.text.strip()[:300]
-            raise PullError(f"{what}: the portal answered {response.status_code}: {detail}")
-        return response.json()
+                return response.headers, _read_capped(response, limit)
+            except _TooLong as exc:
+                raise Refused(f"{what}: the portal's answer is longer than {limit} bytes ({exc.args[0]} "
+                              f"read or declared)") from None
 
-    def public_key(self) -> str:
-        response = self.http.get("/.well-known/ceres-release-key")
-        if response.status_code != 200:
-            raise PullError(f"the portal's public key: answered {response.status_code}")
-        return response.text
+    def public_key(self) -> Ed25519PublicKey:
+        what = "the portal's release key (/.well-known/ceres-release-key)"
+        _, body = self._call("GET", "/.well-known/ceres-release-key", what, MAX_KEY_BYTES)
+        try:
+            text = body.decode("ascii").strip()
+            if "BEGIN PUBLIC KEY" not in text and not re.fullmatch(r"[A-Za-z0-9+/=]+", text):
+                raise ValueError("neither PEM text nor base64")
+            return manifest_format.load_public_key(text)
+        except ValueError as exc:
+            raise Refused(f"{what}: not an Ed25519 public key ({exc})") from None
 
     def links(self, paths: list[str]) -> dict[str, tuple[str, float]]:
         """Fresh links to ``paths``: each URL with the local monotonic time it expires at."""
+        what = f"links to {self.target.study}/{self.target.name}"
         asked_at = time.monotonic()
-        response = self.http.post(f"{self.target.api}links/", json={"paths": paths})
-        answer = self._answer(response, f"links to {self.target.study}/{self.target.name}")
-        served = response.headers.get("Date")
-        now = email.utils.parsedate_to_datetime(served) if served else datetime.now(UTC)
+        headers, body = self._call("POST", f"{self.target.api}links/", what, MAX_ANSWER_BYTES,
+                                   json={"paths": paths})
         links = {}
-        for link in answer["links"]:
-            left = (datetime.fromisoformat(link["expires_at"].replace("Z", "+00:00")) - now).total_seconds()
-            links[link["path"]] = (link["url"], asked_at + left)
-        return links
+        try:
+            served = headers.get("Date")
+            now = email.utils.parsedate_to_datetime(served) if served else datetime.now(UTC)
+            for link in json.loads(body)["links"]:
+                path, url = link["path"], link["url"]
+                if not isinstance(path, str) or not isinstance(url, str) \
+                        or urlsplit(url).scheme not in ("http", "https"):
+                    raise ValueError(f"not a path and an http(s) address: {str(link)[:200]}")
+                left = (datetime.fromisoformat(link["expires_at"].replace("Z", "+00:00")) - now).total_seconds()
+                links[path] = (url, asked_at + left)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise Refused(f"{what}: the portal's answer is not a list of links ({exc})") from None
+        missing = [path for path in paths if path not in links]
+        if missing:
+            more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+            raise Refused(f"{what}: the portal gave no link for {missing[0]!r}{more}")
+        return {path: links[path] for path in paths}
+
+    def fetch(self, url: str, what: str, limit: int) -> bytearray:
+        """A whole (small) object, ``_TooLong`` past ``limit``."""
+        with _network(what), self.files.stream("GET", url) as response:
+            if response.status_code != 200:
+                raise _refusal(response, what, "the storage")
+            return _read_capped(response, limit)
 
 
 class LinkBook:
@@ -159,112 +298,220 @@ class LinkBook:
                 self.pending.remove(path)
 
 
-def _download(portal: Portal, book: LinkBook, path: str, part: Path, progress: tqdm) -> None:
-    """Fetch ``path`` into ``part``, continuing a partial file with HTTP Range; a refused (expired) link is
-    asked for again."""
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _download(portal: Portal, book: LinkBook, folder: safefs.Folder, entry: dict[str, Any], part: str,
+              progress: tqdm, stop: threading.Event) -> str | None:
+    """Fetch ``entry`` into ``part``, continuing a partial file with HTTP Range, never past the entry's length;
+    a refused (expired) link is asked for again. The problem when the storage sends more than the entry."""
+    path, size = entry["path"], entry["bytes"]
     for _ in range(ATTEMPTS):
+        have = folder.size(part) or 0
+        if have > size:
+            folder.unlink(part)
+            progress.update(-have)
+            have = 0
+        if have == size:
+            return None
         url = book.get(path)
-        have = part.stat().st_size if part.exists() else 0
         headers = {"Range": f"bytes={have}-"} if have else {}
-        with portal.files.stream("GET", url, headers=headers) as response:
+        with _network(path), portal.files.stream("GET", url, headers=headers) as response:
             if response.status_code in (401, 403, 410):  # expired (or otherwise refused): a new link
                 book.expired(path, url)
                 continue
             if response.status_code == 416:  # nothing left to fetch, or a part longer than the object
-                part.unlink(missing_ok=True)
+                folder.unlink(part)
+                progress.update(-have)
                 continue
             if response.status_code not in (200, 206):
-                raise PullError(f"{path}: the storage answered {response.status_code}")
-            mode = "ab" if response.status_code == 206 else "wb"
-            if mode == "wb" and have:
+                raise _refusal(response, path, "the storage")
+            start = 0
+            if response.status_code == 206:
+                answered = re.fullmatch(r"bytes ([0-9]+)-[0-9]+/([0-9]+|\*)", response.headers.get("Content-Range",
+                                                                                                     ""))
+                if not answered or int(answered[1]) != have:
+                    raise Refused(f"{path}: the storage answered another range than bytes={have}-")
+                start = have
+            elif have:
                 progress.update(-have)
-            part.parent.mkdir(parents=True, exist_ok=True)
-            with part.open(mode) as out:
-                for block in response.iter_bytes(CHUNK):
-                    out.write(block)
+            declared = response.headers.get("Content-Length", "")
+            if declared.isdigit() and start + int(declared) > size:
+                folder.unlink(part)
+                return f"{path}: the storage sends {start + int(declared)} bytes, the manifest says {size}; not kept"
+            flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if start else os.O_TRUNC)
+            fd = folder.open(part, flags, create_folders=True)
+            try:
+                written = start
+                for block in response.iter_raw(BLOCK):
+                    if stop.is_set():
+                        raise _Stopped
+                    if written + len(block) > size:
+                        folder.unlink(part)
+                        return (f"{path}: the storage sent more than the {size} bytes the manifest says; stopped "
+                                f"there, not kept")
+                    _write_all(fd, block)
+                    written += len(block)
                     progress.update(len(block))
-        return
-    raise PullError(f"{path}: the link was refused {ATTEMPTS} times in a row")
+            finally:
+                os.close(fd)
+        return None
+    raise Refused(f"{path}: the link was refused {ATTEMPTS} times in a row")
 
 
-def fetch_file(portal: Portal, book: LinkBook, dest: Path, entry: dict[str, Any], progress: tqdm) -> str | None:
-    """Download one file of the manifest and move it into place once it matches; the problem otherwise."""
-    path = entry["path"]
-    part = dest / PARTIAL / path
-    _download(portal, book, path, part, progress)
-    problem = manifest_format.check_file(part, entry)
-    if problem:
-        part.unlink(missing_ok=True)
-        book.done(path)
-        return f"{path}: {problem}; not kept"
-    final = dest / path
-    final.parent.mkdir(parents=True, exist_ok=True)
-    os.chmod(part, 0o644)
-    os.replace(part, final)
-    book.done(path)
+def _compare(found: tuple[str, int] | None, entry: dict[str, Any]) -> str | None:
+    if found is None:
+        return "missing"
+    sha256, size = found
+    if size != entry["bytes"]:
+        return f"{size} bytes, the manifest says {entry['bytes']}"
+    if sha256 != entry["sha256"]:
+        return f"SHA-256 {sha256} does not match the manifest"
     return None
 
 
-def _fetch_manifest(portal: Portal, target: Target, dest: Path, public_key) -> tuple[dict[str, Any], bytes, bytes]:
-    name = target.manifest
-    links = portal.links([name, f"{name}.sig"])
-    blobs = []
-    for path in (name, f"{name}.sig"):
-        response = portal.files.get(links[path][0])
-        if response.status_code != 200:
-            raise PullError(f"{path}: the storage answered {response.status_code}")
-        blobs.append(response.content)
-    data, signature = blobs
+def fetch_file(portal: Portal, book: LinkBook, folder: safefs.Folder, entry: dict[str, Any], progress: tqdm,
+               stop: threading.Event) -> str | None:
+    """Download one file of the manifest and move it into place once it matches; the problem otherwise."""
+    path = entry["path"]
+    part = f"{PARTIAL}/{path}"
+    problem = _download(portal, book, folder, entry, part, progress, stop)
+    if problem is None:
+        problem = _compare(folder.digest(part), entry)
+        if problem:
+            folder.unlink(part)
+            problem = f"{path}: {problem}; not kept"
+        else:
+            folder.replace(part, path)
+    book.done(path)
+    return problem
+
+
+def _fetch_all(portal: Portal, book: LinkBook, folder: safefs.Folder, entries: list[dict[str, Any]],
+               progress: tqdm, connections: int, run: Run) -> list[str]:
+    """Every entry fetched by ``connections`` threads; the problems. The threads are daemons and stop at the
+    end of their block once ``run.stop`` is set, so Ctrl-C never waits for a download to finish."""
+    jobs: queue.SimpleQueue = queue.SimpleQueue()
+    for entry in entries:
+        jobs.put(entry)
+    problems: list[str] = []
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        while not run.stop.is_set():
+            try:
+                entry = jobs.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                problem = fetch_file(portal, book, folder, entry, progress, run.stop)
+            except _Stopped:
+                return
+            except BaseException as exc:  # handed to the main thread, which reports it
+                errors.append(exc)
+                run.stop.set()
+                return
+            if problem:
+                problems.append(problem)
+            else:
+                with run.lock:
+                    run.verified += 1
+
+    threads = [threading.Thread(target=work, name=f"ceres-pull-{number}", daemon=True)
+               for number in range(max(1, min(connections, len(entries))))]
+    run.threads.extend(threads)
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        while thread.is_alive():
+            thread.join(0.2)  # short waits: the signal handler runs between them
+    if errors:
+        raise errors[0]
+    return problems
+
+
+def _fetch_manifest(portal: Portal, target: Target, folder: safefs.Folder, public_key: Ed25519PublicKey) \
+        -> tuple[dict[str, Any], bytes, bytes]:
+    name, signature_name = target.manifest, f"{target.manifest}.sig"
+    links = portal.links([name, signature_name])
+    try:
+        data = portal.fetch(links[name][0], name, MAX_MANIFEST_BYTES)
+    except _TooLong as exc:
+        raise Mismatch(f"{name}: longer than {MAX_MANIFEST_BYTES} bytes ({exc.args[0]} read or declared); "
+                       f"refused before reading it whole") from None
+    try:
+        signature = portal.fetch(links[signature_name][0], signature_name, SIGNATURE_BYTES)
+    except _TooLong as exc:
+        raise Mismatch(f"{signature_name}: longer than {SIGNATURE_BYTES} bytes ({exc.args[0]} read or declared), "
+                       f"not one {SIGNATURE_BYTES}-byte Ed25519 signature") from None
+    if len(signature) != SIGNATURE_BYTES:
+        raise Mismatch(f"{signature_name}: {len(signature)} bytes, not one {SIGNATURE_BYTES}-byte Ed25519 "
+                       f"signature")
     try:
         manifest = manifest_format.parse_signed_manifest(data, signature, public_key, name=name)
     except manifest_format.ReleaseProblem as exc:
         raise Mismatch(str(exc)) from None
-    section = manifest["release" if target.kind == "release" else "dataset"]
-    if section["study"] != target.study or section[f"{target.kind}_id"] != target.name:
-        raise Mismatch(f"{name}: it is the manifest of {section['study']}/{section[f'{target.kind}_id']}, not of "
-                       f"{target.study}/{target.name}")
-    kept = dest / name
-    if kept.exists() and kept.read_bytes() != data:
-        raise PullError(f"{dest} holds the manifest of another {target.kind}; pull into an empty folder")
+    if manifest.get("schema") != target.schema:
+        raise Mismatch(f"{name}: a {manifest.get('schema')} manifest, not the {target.schema} asked for")
+    section = manifest[target.kind]
+    if section.get("study") != target.study or section.get(f"{target.kind}_id") != target.name:
+        raise Mismatch(f"{name}: it is the manifest of {section.get('study')}/{section.get(f'{target.kind}_id')}, "
+                       f"not of {target.study}/{target.name}")
+    entries = manifest_format.manifest_files(manifest)
+    try:
+        safefs.check_paths((entry.get("path") for entry in entries), reserved=_RESERVED)
+    except safefs.UnsafePath as exc:
+        raise Mismatch(f"{name}: {exc}") from None
+    for entry in entries:
+        length, sha256 = entry.get("bytes"), entry.get("sha256")
+        if type(length) is not int or length < 0 or not isinstance(sha256, str) or not _SHA256.match(sha256):
+            raise Mismatch(f"{name}: the entry of {entry['path']!r} needs a length in bytes and a lowercase hex "
+                           f"SHA-256")
+    kept = folder.read(name, MAX_MANIFEST_BYTES)
+    if kept is not None and kept != data:
+        raise PullError(f"{folder.path} holds the manifest of another {target.kind}; pull into an empty folder")
     return manifest, data, signature
 
 
-def _write(path: Path, data: bytes) -> None:
-    staged = path.with_name(f".{path.name}.part")
-    staged.write_bytes(data)
-    os.chmod(staged, 0o644)
-    os.replace(staged, path)
-
-
-def pull(portal: Portal, target: Target, dest: Path, public_key, *, connections: int = 4,
-         quiet: bool = False) -> tuple[dict[str, Any], int, int]:
+def pull(portal: Portal, target: Target, dest: Path, public_key: Ed25519PublicKey, *, connections: int = 4,
+         quiet: bool = False, run: Run | None = None) -> tuple[dict[str, Any], int, int]:
     """Pull ``target`` into ``dest``; returns the manifest, files fetched and files already in place. Raises
-    ``Mismatch`` listing every file that did not check out."""
-    dest.mkdir(parents=True, exist_ok=True)
-    manifest, data, signature = _fetch_manifest(portal, target, dest, public_key)
-    entries = manifest_format.manifest_files(manifest)
-    pending = [entry for entry in entries if not (dest / entry["path"]).exists()
-               or manifest_format.check_file(dest / entry["path"], entry) is not None]
-    kept = len(entries) - len(pending)
-    book = LinkBook(portal, [entry["path"] for entry in pending])
-    problems = []
-    total = sum(entry["bytes"] for entry in pending)
-    started = sum((dest / PARTIAL / entry["path"]).stat().st_size for entry in pending
-                  if (dest / PARTIAL / entry["path"]).is_file())
-    with tqdm(total=total, initial=min(started, total), unit="B", unit_scale=True, unit_divisor=1024,
-              desc=f"{target.study}/{target.name}", disable=quiet, file=sys.stderr) as progress, \
-            ThreadPoolExecutor(max_workers=max(1, connections)) as pool:
-        futures = [pool.submit(fetch_file, portal, book, dest, entry, progress) for entry in pending]
-        for future in as_completed(futures):
-            problem = future.result()
-            if problem:
-                problems.append(problem)
-    if problems:
-        raise Mismatch("; ".join(sorted(problems)))
-    name = target.manifest
-    _write(dest / f"{name}.sig", signature)
-    _write(dest / name, data)
-    shutil.rmtree(dest / PARTIAL, ignore_errors=True)
+    ``Mismatch`` listing every file that did not check out; ``safefs.UnsafeFolder`` for a link or a file in the
+    way in ``dest``."""
+    run = run or Run()
+    with safefs.Folder(dest) as folder:
+        manifest, data, signature = _fetch_manifest(portal, target, folder, public_key)
+        entries = manifest_format.manifest_files(manifest)
+        pending = [entry for entry in entries if _compare(folder.digest(entry["path"]), entry) is not None]
+        kept = len(entries) - len(pending)
+        book = LinkBook(portal, [entry["path"] for entry in pending])
+        total = sum(entry["bytes"] for entry in pending)
+        started = sum(min(folder.size(f"{PARTIAL}/{entry['path']}") or 0, entry["bytes"]) for entry in pending)
+        with tqdm(total=total, initial=started, unit="B", unit_scale=True, unit_divisor=1024,
+                  desc=f"{target.study}/{target.name}", disable=quiet, file=sys.stderr) as progress:
+            try:
+                problems = _fetch_all(portal, book, folder, pending, progress, connections, run)
+            except Interrupted:
+                run.stop.set()
+                deadline = time.monotonic() + STOP_GRACE_SECONDS
+                for thread in run.threads:
+                    thread.join(max(0.0, deadline - time.monotonic()))
+                # A thread still blocked in a read is abandoned (a daemon); the fd it may use stays open.
+                folder.keep_open = any(thread.is_alive() for thread in run.threads)
+                raise
+        if problems:
+            raise Mismatch("; ".join(sorted(problems)))
+        folder.remove_tree(PARTIAL)
+        try:  # what verify-release checks of the files: each one listed, nothing else, the receipts named
+            manifest_format.check_files(dest, manifest)
+        except manifest_format.ReleaseProblem as exc:
+            raise Mismatch(f"{dest}: {exc}") from None
+        name = target.manifest
+        folder.write(f"{name}.sig", signature)
+        folder.write(name, data)  # last: a folder with a manifest is complete
     return manifest, len(pending), kept
 
 
@@ -278,11 +525,46 @@ def _parser() -> argparse.ArgumentParser:
     which.add_argument("--release", help="a published release: STUDY/release-NNNN")
     which.add_argument("--dataset", help="a one-dataset download: STUDY/dataset-NNNN")
     parser.add_argument("--public-key", help="the portal's release key (PEM file or text, or base64 of the raw 32 "
-                                             "bytes); default: fetched from the portal")
-    parser.add_argument("--connections", type=int, default=4, help="files downloaded at once (default 4)")
+                                             "bytes); default: the key the portal serves, pinned on first use")
+    parser.add_argument("--known-portals", type=Path, default=None,
+                        help=f"where keys are pinned (default: ${pinning.ENV}, or "
+                             f"$XDG_CONFIG_HOME/ceres/known-portals, by default under ~/.config)")
+    parser.add_argument("--connections", type=int, default=4, help="files downloaded at once (1 to 32, default 4)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("dest", type=Path, metavar="DEST", help="folder to pull into (made if absent)")
     return parser
+
+
+def _release_key(args: argparse.Namespace, portal: Portal) -> Ed25519PublicKey:
+    """``--public-key``, or the portal's key checked against (or pinned in) the known-portals file; its
+    fingerprint printed either way."""
+    if args.public_key:
+        try:
+            key = manifest_format.load_public_key(args.public_key)
+        except ValueError as exc:
+            raise PullError(f"--public-key: {exc}") from None
+        print(f"ceres-pull: release key {manifest_format.fingerprint(key)} (given with --public-key)",
+              file=sys.stderr)
+        return key
+    try:
+        address = pinning.portal_id(args.portal)
+    except ValueError as exc:
+        raise PullError(str(exc)) from None
+    known = args.known_portals or pinning.default_path()
+    key = portal.public_key()
+    try:
+        seen = pinning.check_or_pin(known, address, key)
+    except pinning.KeyChanged as exc:
+        raise Refused(str(exc)) from None
+    except (OSError, ValueError) as exc:
+        raise PullError(f"--known-portals: {exc}") from None
+    if seen:
+        print(f"ceres-pull: release key {manifest_format.fingerprint(key)} of {address}, as pinned in {known}",
+              file=sys.stderr)
+    else:
+        print(f"ceres-pull: release key {manifest_format.fingerprint(key)} of {address}, first use: pinned in "
+              f"{known}; check this fingerprint with the portal's operators out of band", file=sys.stderr)
+    return key
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -290,28 +572,50 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.token:
         print("ceres-pull: error: --token (or CERES_TOKEN) is required", file=sys.stderr)
         return 2
-    portal = None
+    if not 1 <= args.connections <= 32:
+        print(f"ceres-pull: error: --connections: 1 to 32, not {args.connections}", file=sys.stderr)
+        return 2
+    portal, run = None, Run()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        if not run.signalled:  # the first one stops the run; another during the stop changes nothing
+            run.signalled = True
+            raise Interrupted(signum)
+
+    handling = threading.current_thread() is threading.main_thread()
+    previous = {number: signal.signal(number, on_signal) for number in (signal.SIGINT, signal.SIGTERM)} \
+        if handling else {}
     try:
         target = parse_target(args.release or args.dataset, "release" if args.release else "dataset")
         portal = Portal(args.portal, args.token, target)
-        try:
-            public_key = manifest_format.load_public_key(args.public_key or portal.public_key())
-        except ValueError as exc:
-            raise PullError(f"--public-key: {exc}") from None
+        public_key = _release_key(args, portal)
         manifest, fetched, kept = pull(portal, target, args.dest, public_key, connections=args.connections,
-                                       quiet=args.quiet)
+                                       quiet=args.quiet, run=run)
+    except Interrupted as exc:
+        portal = None  # the threads still reading are abandoned (daemons), not waited for by a close
+        name = signal.Signals(exc.signum).name
+        print(f"ceres-pull: stopped by {name}: files fetched, verified and in place in {args.dest}: {run.verified}; "
+              f"partial ones are kept in {args.dest / PARTIAL} and the same command resumes them", file=sys.stderr)
+        return 128 + exc.signum
     except Mismatch as exc:
         print(f"ceres-pull: problem: {exc}", file=sys.stderr)
         return 1
     except PullError as exc:
+        print(f"ceres-pull: {'error' if exc.code == 2 else 'refused' if exc.code == 3 else 'network'}: {exc}",
+              file=sys.stderr)
+        return exc.code
+    except safefs.UnsafeFolder as exc:
         print(f"ceres-pull: error: {exc}", file=sys.stderr)
         return 2
-    except httpx.HTTPError as exc:
-        print(f"ceres-pull: error: {exc.__class__.__name__}: {exc} (run it again to resume)", file=sys.stderr)
+    except OSError as exc:
+        print(f"ceres-pull: error: {args.dest}: {exc.strerror or exc}"
+              f"{f' ({exc.filename})' if exc.filename else ''}", file=sys.stderr)
         return 2
     finally:
         if portal is not None:
             portal.close()
+        for number, handler in previous.items():
+            signal.signal(number, handler)
     files = len(manifest_format.manifest_files(manifest))
     print(f"pulled {target.study}/{target.name} into {args.dest}: {files} files verified ({fetched} fetched, "
           f"{kept} already in place), signature valid (key {manifest_format.fingerprint(public_key)})")

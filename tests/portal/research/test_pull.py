@@ -34,6 +34,12 @@ REPO = Path(__file__).resolve().parents[3]
 HERE = Path(__file__).parent
 
 
+@pytest.fixture(autouse=True)
+def known_portals(tmp_path, monkeypatch):
+    """The portal's key is pinned in the test's own known-portals file, not the user's."""
+    monkeypatch.setenv("CERES_KNOWN_PORTALS", str(tmp_path / "known-portals"))
+
+
 @pytest.fixture
 def token(researcher):
     return issue_token(researcher, name="pull")[1]
@@ -173,7 +179,8 @@ def test_without_access_nothing_is_pulled(live_server, released, reg, make_resea
     key = issue_token(user, name="pull")[1]
     access.revoke_access(reg.coordinator, AccessRequest.objects.get(researcher=user), reason="left")
     result = ceres_pull(live_server, key, f"{released.study.code}/release-0001", tmp_path / "pulled")
-    assert result.returncode == 2 and "the portal answered 403" in result.stderr
+    assert result.returncode == 3, result.stderr
+    assert "refused: links to" in result.stderr and "the portal answered 403" in result.stderr
     assert links_issued(released.study) == []
 
 
