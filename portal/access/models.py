@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -18,6 +18,17 @@ class Role(models.TextChoices):
 
 
 RESEARCHER_NEEDS_AN_END = "a researcher grant needs an end: set its expiry (researcher access is given until a date)"
+
+
+def researcher_end_problem(expires_at: datetime | None, now: datetime | None = None) -> str | None:
+    """What is wrong with ``expires_at`` as the end of a researcher grant, or None: it must be set, and at most
+    ``CERES_ACCESS_MAX_DAYS`` away, as an access decision's is (an end far off would be no end)."""
+    if expires_at is None:
+        return RESEARCHER_NEEDS_AN_END
+    longest = settings.CERES_ACCESS_MAX_DAYS
+    if expires_at - (now or timezone.now()) > timedelta(days=longest):
+        return f"a researcher grant ends at most {longest} days from now; grant it again when it ends"
+    return None
 
 
 class RoleGrant(models.Model):
@@ -52,8 +63,9 @@ class RoleGrant(models.Model):
         return f"{self.user} is {self.get_role_display()} in {self.study}"
 
     def clean(self) -> None:
-        if self.role == Role.RESEARCHER and self.expires_at is None:
-            raise ValidationError({"expires_at": RESEARCHER_NEEDS_AN_END})
+        problem = researcher_end_problem(self.expires_at) if self.role == Role.RESEARCHER else None
+        if problem:
+            raise ValidationError({"expires_at": problem})
 
     def is_active(self, at: datetime | None = None) -> bool:
         return self.expires_at is None or self.expires_at > (at or timezone.now())

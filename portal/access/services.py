@@ -6,7 +6,7 @@ from datetime import datetime
 
 from django.db import IntegrityError, transaction
 
-from portal.access.models import RESEARCHER_NEEDS_AN_END, Role, RoleGrant
+from portal.access.models import Role, RoleGrant, researcher_end_problem
 from portal.audit.services import record
 
 
@@ -24,8 +24,9 @@ def grant_role(actor, user, study, role: str, *, expires_at: datetime | None = N
                access_request=None) -> RoleGrant:
     """Give ``user`` the ``role`` in ``study`` (or change the expiry of the grant they hold).
 
-    A researcher grant needs ``expires_at``. ``access_request`` is the access-request decision making it (none:
-    an administrator's); the grant names the decision that set its expiry last.
+    A researcher grant needs ``expires_at``, at most ``CERES_ACCESS_MAX_DAYS`` away. ``access_request`` is the
+    access-request decision making it (none: an administrator's); the grant names the decision that set its
+    expiry last.
 
     Each grant and each change of expiry is one ``access.role_granted`` event (a change with before and
     after). A grant that changes nothing (the same expiry again, or the loser of two identical grants at
@@ -33,9 +34,11 @@ def grant_role(actor, user, study, role: str, *, expires_at: datetime | None = N
     """
     if role not in Role.values:
         raise ValueError(f"unknown role {role!r}; expected one of {', '.join(Role.values)}")
-    if role == Role.RESEARCHER and expires_at is None:
-        raise ValueError(RESEARCHER_NEEDS_AN_END)
     grant = RoleGrant.objects.select_for_update(no_key=True).filter(user=user, study=study, role=role).first()
+    changed = grant is None or grant.expires_at != expires_at
+    problem = researcher_end_problem(expires_at) if role == Role.RESEARCHER and changed else None
+    if problem:
+        raise ValueError(problem)
     if grant is None:
         try:
             with transaction.atomic():  # two grants of the same new role at once: the second changes the first

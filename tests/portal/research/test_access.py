@@ -134,9 +134,10 @@ def test_studies_open_to_a_researcher(reg, agreement, make_user, make_study):
     assert list(access.studies_open_to(user)) == []
 
 
-def test_every_researcher_grant_has_an_end_whatever_path_makes_it(reg, client, make_user):
+def test_every_researcher_grant_has_an_end_whatever_path_makes_it(reg, client, make_user, settings):
     """The service, the admin's add and change forms, and a row written through the ORM all refuse a researcher
-    grant without an end, naming what is missing; nothing is written."""
+    grant without an end (the service and the forms also one further off than an access decision may give),
+    naming what is wrong; nothing is written."""
     from django.db import IntegrityError, transaction
 
     from portal.access.services import grant_role
@@ -145,6 +146,9 @@ def test_every_researcher_grant_has_an_end_whatever_path_makes_it(reg, client, m
     bob = make_user(f"{reg.study.code}-bob")
     with pytest.raises(ValueError, match="a researcher grant needs an end"):
         grant_role(reg.coordinator, bob, reg.study, Role.RESEARCHER)
+    far = timezone.now() + timedelta(days=settings.CERES_ACCESS_MAX_DAYS + 1)  # an end too far off is no end
+    with pytest.raises(ValueError, match=f"at most {settings.CERES_ACCESS_MAX_DAYS} days from now"):
+        grant_role(reg.coordinator, bob, reg.study, Role.RESEARCHER, expires_at=far)
     with pytest.raises(IntegrityError), transaction.atomic():
         RoleGrant.objects.create(user=bob, study=reg.study, role=Role.RESEARCHER)
     assert not RoleGrant.objects.filter(user=bob).exists()
@@ -156,6 +160,12 @@ def test_every_researcher_grant_has_an_end_whatever_path_makes_it(reg, client, m
     refused = client.post("/admin/access/rolegrant/add/", {
         "user": bob.pk, "study": reg.study.pk, "role": Role.RESEARCHER, "expires_at_0": "", "expires_at_1": ""})
     assert refused.status_code == 200 and needs_an_end in refused.content.decode()
+    far = timezone.localtime(far)
+    too_far = client.post("/admin/access/rolegrant/add/", {
+        "user": bob.pk, "study": reg.study.pk, "role": Role.RESEARCHER,
+        "expires_at_0": f"{far:%Y-%m-%d}", "expires_at_1": f"{far:%H:%M:%S}"})
+    assert too_far.status_code == 200
+    assert f"at most {settings.CERES_ACCESS_MAX_DAYS} days from now" in too_far.content.decode()
     assert not RoleGrant.objects.filter(user=bob).exists()
 
     until = timezone.localtime(timezone.now() + timedelta(days=5)).replace(microsecond=0)
