@@ -125,15 +125,22 @@ def _clear_demo_objects() -> None:
 
 @pytest.fixture
 def make_user(db):
-    """Create a user, optionally with roles in a study: ``make_user("alice", study, ["coordinator"])``."""
+    """Create a user, optionally with roles in a study: ``make_user("alice", study, ["coordinator"])``; a researcher
+    grant ends in 30 days unless ``expires_at`` is given."""
     from django.contrib.auth import get_user_model
 
     from portal.access.services import grant_role
 
     def make(username: str, study=None, roles=(), *, expires_at: datetime | None = None, password: str = "pw-" * 4):
+        from datetime import timedelta
+
+        from django.utils import timezone
+
         user = get_user_model().objects.create_user(username, password=password)
         for role in roles:
-            grant_role("test", user, study, role, expires_at=expires_at)
+            # A researcher grant always ends: 30 days unless the test says when.
+            ends = expires_at or (timezone.now() + timedelta(days=30) if role == "researcher" else None)
+            grant_role("test", user, study, role, expires_at=ends)
         return user
 
     return make

@@ -10,7 +10,7 @@ class RoleGrantAdmin(admin.ModelAdmin):
     list_filter = ["role", "study"]
     list_select_related = ["user", "study", "granted_by"]
     search_fields = ["user__username", "study__code"]
-    readonly_fields = ["granted_by", "granted_at"]
+    readonly_fields = ["granted_by", "granted_at", "access_request"]
 
     def get_readonly_fields(self, request, obj=None):
         # An existing grant keeps its user, study and role; only the expiry changes.

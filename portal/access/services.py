@@ -6,7 +6,7 @@ from datetime import datetime
 
 from django.db import IntegrityError, transaction
 
-from portal.access.models import Role, RoleGrant
+from portal.access.models import Role, RoleGrant, researcher_end_problem
 from portal.audit.services import record
 
 
@@ -20,8 +20,13 @@ def _granted_by(actor):
 
 
 @transaction.atomic
-def grant_role(actor, user, study, role: str, *, expires_at: datetime | None = None) -> RoleGrant:
+def grant_role(actor, user, study, role: str, *, expires_at: datetime | None = None,
+               access_request=None) -> RoleGrant:
     """Give ``user`` the ``role`` in ``study`` (or change the expiry of the grant they hold).
+
+    A researcher grant needs ``expires_at``, at most ``CERES_ACCESS_MAX_DAYS`` away. ``access_request`` is the
+    access-request decision making it (none: an administrator's); the grant names the decision that set its
+    expiry last.
 
     Each grant and each change of expiry is one ``access.role_granted`` event (a change with before and
     after). A grant that changes nothing (the same expiry again, or the loser of two identical grants at
@@ -30,21 +35,29 @@ def grant_role(actor, user, study, role: str, *, expires_at: datetime | None = N
     if role not in Role.values:
         raise ValueError(f"unknown role {role!r}; expected one of {', '.join(Role.values)}")
     grant = RoleGrant.objects.select_for_update(no_key=True).filter(user=user, study=study, role=role).first()
+    changed = grant is None or grant.expires_at != expires_at
+    problem = researcher_end_problem(expires_at) if role == Role.RESEARCHER and changed else None
+    if problem:
+        raise ValueError(problem)
     if grant is None:
         try:
             with transaction.atomic():  # two grants of the same new role at once: the second changes the first
                 grant = RoleGrant.objects.create(user=user, study=study, role=role, expires_at=expires_at,
-                                                 granted_by=_granted_by(actor))
+                                                 granted_by=_granted_by(actor), access_request=access_request)
         except IntegrityError:
             grant = RoleGrant.objects.select_for_update(no_key=True).get(user=user, study=study, role=role)
         else:
             record(actor, "access.role_granted", grant, after=_snapshot(grant), study=study)
             return grant
     if grant.expires_at == expires_at:
+        if access_request is not None and grant.access_request_id != access_request.pk:  # now this decision's
+            grant.access_request = access_request
+            grant.save(update_fields=["access_request"])
         return grant
     before = _snapshot(grant)
     grant.expires_at = expires_at
     grant.granted_by = _granted_by(actor)
+    grant.access_request = access_request
     grant.save()
     record(actor, "access.role_granted", grant, before=before, after=_snapshot(grant), study=study)
     return grant

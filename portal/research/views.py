@@ -438,7 +438,12 @@ def _chosen_items(request: HttpRequest, filters: BrowseFilter) -> list[ReleaseIt
         return []
     items = catalogue.released_items().filter(request__number__in={n for n, _ in wanted},
                                               episode_index__in={i for _, i in wanted}).select_related("request")
-    return [item for item in items if (item.request.number, item.episode_index) in wanted]
+    items = [item for item in items if (item.request.number, item.episode_index) in wanted]
+    missing = sorted(wanted - {(item.request.number, item.episode_index) for item in items})
+    if missing:  # refused whole, as the API does: a selection is never built with some of it left out
+        raise ResearchError("not episodes of a published release of this study: "
+                            + ", ".join(f"release {n} episode {i}" for n, i in missing[:5]))
+    return items
 
 
 @study_view(RESEARCHER)

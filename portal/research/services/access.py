@@ -152,7 +152,7 @@ def grant_access(actor, access: AccessRequest, *, expires_at: datetime) -> Acces
     locked.move_to(State.GRANTED)
     locked.decided_by, locked.decided_at, locked.expires_at = actor, now, expires_at
     locked.save()
-    grant_role(actor, locked.researcher, locked.study, Role.RESEARCHER, expires_at=expires_at)
+    grant_role(actor, locked.researcher, locked.study, Role.RESEARCHER, expires_at=expires_at, access_request=locked)
     record(actor, "research.access_granted", locked, before=before, after=_snapshot(locked))
     access.refresh_from_db()
     return locked
@@ -174,17 +174,29 @@ def refuse_access(actor, access: AccessRequest, *, reason: str) -> AccessRequest
 
 @transaction.atomic
 def revoke_access(actor, access: AccessRequest, *, reason: str) -> AccessRequest:
-    """End a granted access now: the researcher grant is revoked, so no further link is issued."""
+    """End a granted access now: what this decision granted is removed, so no further link is issued under it.
+
+    Only what it granted: the researcher grant goes if this decision set its expiry; if another granted request
+    of the same researcher is still running, the grant falls back to that one's expiry. A grant a later decision
+    or an administrator set is left alone (an administrator's is revoked in the admin)."""
     locked = _locked(access)
     _require_steward(actor, locked, "revoke")
     reason = _reason(reason, "revoke access")
     before = _snapshot(locked)
     locked.move_to(State.REVOKED)
-    locked.revoked_by, locked.revoked_at, locked.reason = actor, timezone.now(), reason
+    now = timezone.now()
+    locked.revoked_by, locked.revoked_at, locked.reason = actor, now, reason
     locked.save()
-    grant = RoleGrant.objects.filter(user=locked.researcher, study=locked.study, role=Role.RESEARCHER).first()
+    grant = RoleGrant.objects.select_for_update(no_key=True).filter(
+        user=locked.researcher, study=locked.study, role=Role.RESEARCHER, access_request=locked).first()
     if grant is not None:
-        revoke_role(actor, grant)
+        still = (AccessRequest.objects.filter(study=locked.study, researcher=locked.researcher, state=State.GRANTED,
+                                              expires_at__gt=now).order_by("-expires_at", "-pk").first())
+        if still is None:
+            revoke_role(actor, grant)
+        else:
+            grant_role(actor, locked.researcher, locked.study, Role.RESEARCHER, expires_at=still.expires_at,
+                       access_request=still)
     record(actor, "research.access_revoked", locked, before=before, after=_snapshot(locked))
     access.refresh_from_db()
     return locked

@@ -27,7 +27,7 @@ def _events_since(seq: int) -> list[tuple]:
 
 
 def _state(expires_at: str | None) -> dict:
-    return {"user": "bob", "study": "alpha", "role": "researcher", "expires_at": expires_at}
+    return {"user": "bob", "study": "alpha", "role": "coordinator", "expires_at": expires_at}
 
 
 @pytest.fixture
@@ -39,27 +39,27 @@ def test_through_the_service(bob, study, make_user):
     admin = make_user("siteadmin")
 
     seq = _last_seq()
-    grant = grant_role(admin, bob, study, "researcher")
+    grant = grant_role(admin, bob, study, "coordinator")
     pk = str(grant.pk)
     assert _events_since(seq) == [("access.role_granted", "siteadmin", pk, study.pk, None, _state(None))]
 
     seq = _last_seq()
-    again = grant_role(admin, bob, study, "researcher")
+    again = grant_role(admin, bob, study, "coordinator")
     assert again.pk == grant.pk and again.expires_at is None
     assert _events_since(seq) == [], "the same grant again changes nothing and records nothing"
 
     seq = _last_seq()
-    grant_role(admin, bob, study, "researcher", expires_at=IN_2030)
+    grant_role(admin, bob, study, "coordinator", expires_at=IN_2030)
     assert _events_since(seq) == [("access.role_granted", "siteadmin", pk, study.pk,
                                    _state(None), _state("2030-01-01T12:00:00Z"))]
 
     seq = _last_seq()
-    same = grant_role("someone-else", bob, study, "researcher", expires_at=IN_2030)
+    same = grant_role("someone-else", bob, study, "coordinator", expires_at=IN_2030)
     assert same.pk == grant.pk and same.granted_by == admin, "nothing changed, not even who granted it"
     assert _events_since(seq) == []
 
     seq = _last_seq()
-    grant_role(admin, bob, study, "researcher", expires_at=IN_2031)
+    grant_role(admin, bob, study, "coordinator", expires_at=IN_2031)
     assert _events_since(seq) == [("access.role_granted", "siteadmin", pk, study.pk,
                                    _state("2030-01-01T12:00:00Z"), _state("2031-06-30T08:30:00Z"))]
 
@@ -79,9 +79,9 @@ def test_through_the_admin(client, bob, study, make_user):
 
     seq = _last_seq()
     added = client.post("/admin/access/rolegrant/add/", {
-        "user": bob.pk, "study": study.pk, "role": "researcher", "expires_at_0": "", "expires_at_1": ""})
+        "user": bob.pk, "study": study.pk, "role": "coordinator", "expires_at_0": "", "expires_at_1": ""})
     assert added.status_code == 302, added.content[:2000]
-    grant = RoleGrant.objects.get(user=bob, study=study, role="researcher")
+    grant = RoleGrant.objects.get(user=bob, study=study, role="coordinator")
     pk = str(grant.pk)
     assert _events_since(seq) == [("access.role_granted", "siteadmin", pk, study.pk, None, _state(None))]
     change = f"/admin/access/rolegrant/{grant.pk}/change/"

@@ -132,3 +132,103 @@ def test_studies_open_to_a_researcher(reg, agreement, make_user, make_study):
         assert list(access.studies_open_to(user)) == [reg.study]
     access.request_access(user, reg.study, purpose="x", version=1, sha256=agreement.sha256)
     assert list(access.studies_open_to(user)) == []
+
+
+def test_every_researcher_grant_has_an_end_whatever_path_makes_it(reg, client, make_user, settings):
+    """The service, the admin's add and change forms, and a row written through the ORM all refuse a researcher
+    grant without an end (the service and the forms also one further off than an access decision may give),
+    naming what is wrong; nothing is written."""
+    from django.db import IntegrityError, transaction
+
+    from portal.access.services import grant_role
+
+    needs_an_end = "a researcher grant needs an end: set its expiry"
+    bob = make_user(f"{reg.study.code}-bob")
+    with pytest.raises(ValueError, match="a researcher grant needs an end"):
+        grant_role(reg.coordinator, bob, reg.study, Role.RESEARCHER)
+    far = timezone.now() + timedelta(days=settings.CERES_ACCESS_MAX_DAYS + 1)  # an end too far off is no end
+    with pytest.raises(ValueError, match=f"at most {settings.CERES_ACCESS_MAX_DAYS} days from now"):
+        grant_role(reg.coordinator, bob, reg.study, Role.RESEARCHER, expires_at=far)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        RoleGrant.objects.create(user=bob, study=reg.study, role=Role.RESEARCHER)
+    assert not RoleGrant.objects.filter(user=bob).exists()
+
+    admin = make_user(f"{reg.study.code}-siteadmin")
+    admin.is_staff = admin.is_superuser = True
+    admin.save()
+    client.force_login(admin)
+    refused = client.post("/admin/access/rolegrant/add/", {
+        "user": bob.pk, "study": reg.study.pk, "role": Role.RESEARCHER, "expires_at_0": "", "expires_at_1": ""})
+    assert refused.status_code == 200 and needs_an_end in refused.content.decode()
+    far = timezone.localtime(far)
+    too_far = client.post("/admin/access/rolegrant/add/", {
+        "user": bob.pk, "study": reg.study.pk, "role": Role.RESEARCHER,
+        "expires_at_0": f"{far:%Y-%m-%d}", "expires_at_1": f"{far:%H:%M:%S}"})
+    assert too_far.status_code == 200
+    assert f"at most {settings.CERES_ACCESS_MAX_DAYS} days from now" in too_far.content.decode()
+    assert not RoleGrant.objects.filter(user=bob).exists()
+
+    until = timezone.localtime(timezone.now() + timedelta(days=5)).replace(microsecond=0)
+    added = client.post("/admin/access/rolegrant/add/", {
+        "user": bob.pk, "study": reg.study.pk, "role": Role.RESEARCHER,
+        "expires_at_0": f"{until:%Y-%m-%d}", "expires_at_1": f"{until:%H:%M:%S}"})
+    assert added.status_code == 302
+    grant = RoleGrant.objects.get(user=bob, role=Role.RESEARCHER)
+    assert grant.expires_at == until and grant.access_request_id is None
+    cleared = client.post(f"/admin/access/rolegrant/{grant.pk}/change/", {"expires_at_0": "", "expires_at_1": ""})
+    assert cleared.status_code == 200 and needs_an_end in cleared.content.decode()
+    assert RoleGrant.objects.get(pk=grant.pk).expires_at == until
+    with pytest.raises(IntegrityError), transaction.atomic():
+        RoleGrant.objects.filter(pk=grant.pk).update(expires_at=None)
+
+    # Other roles may still be open-ended.
+    assert grant_role(reg.coordinator, bob, reg.study, Role.COORDINATOR).expires_at is None
+
+
+def test_a_revocation_removes_only_what_that_decision_granted(reg, agreement, make_user, client):
+    """Two granted requests of one researcher share the study's one researcher grant; revoking the one whose end
+    it no longer carries leaves it; revoking the one it carries falls back to the other's end while it runs; an
+    end set in the admin is the administrator's, and no revocation of a request removes it."""
+    user = make_user(f"{reg.study.code}-twice")
+
+    def ask_and_grant(days: int) -> AccessRequest:
+        asked = access.request_access(user, reg.study, purpose="grasp policy", version=agreement.version,
+                                      sha256=agreement.sha256)
+        return access.grant_access(reg.coordinator, asked, expires_at=timezone.now() + timedelta(days=days))
+
+    def held():
+        grant = RoleGrant.objects.filter(user=user, study=reg.study, role=Role.RESEARCHER).first()
+        return grant and (grant.expires_at, grant.access_request_id)
+
+    first = ask_and_grant(10)
+    assert held() == (first.expires_at, first.pk)
+    second = ask_and_grant(20)
+    assert held() == (second.expires_at, second.pk)
+
+    access.revoke_access(reg.ethics, first, reason="the first project ended")
+    assert held() == (second.expires_at, second.pk)  # still there: the second decision made its end
+    access.check_access(user, reg.study)
+
+    third = ask_and_grant(30)
+    access.revoke_access(reg.ethics, third, reason="asked for too long")
+    assert held() == (second.expires_at, second.pk)  # back to the end the second decision gave, still running
+
+    access.revoke_access(reg.ethics, second, reason="left the project")
+    assert held() is None
+    with pytest.raises(AccessRefused, match="no researcher grant"):
+        access.check_access(user, reg.study)
+
+    # An administrator's change of the end makes the grant theirs: revoking the request leaves it.
+    fourth = ask_and_grant(10)
+    admin = make_user(f"{reg.study.code}-siteadmin2")
+    admin.is_staff = admin.is_superuser = True
+    admin.save()
+    client.force_login(admin)
+    grant = RoleGrant.objects.get(user=user, study=reg.study, role=Role.RESEARCHER)
+    until = timezone.localtime(timezone.now() + timedelta(days=3)).replace(microsecond=0)
+    changed = client.post(f"/admin/access/rolegrant/{grant.pk}/change/", {
+        "expires_at_0": f"{until:%Y-%m-%d}", "expires_at_1": f"{until:%H:%M:%S}"})
+    assert changed.status_code == 302
+    assert held() == (until, None)
+    access.revoke_access(reg.ethics, fourth, reason="the administrator decides this one")
+    assert held() == (until, None)

@@ -106,7 +106,7 @@ def world(reg, released, make_researcher, make_user, make_study):
         dataset, _ = datasets.request_dataset(researcher, study, [item])
         datasets.build_dataset(dataset.pk)
     no_agreement = make_user(f"{study.code}-noagree")
-    grant_role(reg.coordinator, no_agreement, study, Role.RESEARCHER)
+    grant_role(reg.coordinator, no_agreement, study, Role.RESEARCHER, expires_at=timezone.now() + timedelta(days=30))
     expired = make_researcher("expired")
     RoleGrant.objects.filter(user=expired, study=study).update(expires_at=timezone.now() - timedelta(minutes=1))
     revoked = make_researcher("revoked")

@@ -317,3 +317,51 @@ def test_stewards_see_the_reach_and_its_progress(reg, world, client, django_capt
     listed = client.get(f"/studies/{reg.study.code}/withdrawals/").content.decode()
     assert f"/withdrawals/{withdrawal.pk}/" in listed
 
+
+
+def test_a_demonstrator_in_two_published_releases_and_a_dataset_leaves_all_of_them(
+        reg, second, verified_factory, make_released, make_researcher, django_capture_on_commit_callbacks,
+        sent_tasks):
+    """Episodes 0 and 2 of the withdrawing demonstrator, 1 of the other: release-0001 holds 0 and 1, release-0002
+    holds 2 and 1, dataset-0001 holds 0 (from release-0001) and 2 (from release-0002), dataset-0002 holds 2 and 1.
+    The job must handle every release and dataset in its reach, not only the first."""
+    episodes = [verified_factory(reg), verified_factory(second), verified_factory(reg)]
+    first = make_released([episodes[0], episodes[1]])
+    later = make_released([episodes[2], episodes[1]])
+    researcher = make_researcher("two-releases")
+    with scope(study=reg.study):
+        mixed, _ = datasets.request_dataset(researcher, reg.study, [item(first, 0), item(later, 2)])
+        datasets.build_dataset(mixed.pk)
+        assert Dataset.objects.get(pk=mixed.pk).state == Dataset.State.READY
+        with_other, _ = datasets.request_dataset(researcher, reg.study, [item(later, 2), item(later, 1)])
+        datasets.build_dataset(with_other.pk)
+
+    done = run(withdraw(reg, django_capture_on_commit_callbacks, sent_tasks))
+    assert done.state == Withdrawal.State.DONE
+    assert [(r["release_id"], r["episodes"]) for r in done.reach["releases"]] == [
+        ("release-0001", [0]), ("release-0002", [2])]
+    assert [d["dataset_id"] for d in done.reach["datasets"]] == ["dataset-0001", "dataset-0002"]
+
+    releases = storages["releases"]
+    for release in (first, later):
+        left = storage.walk(releases, release.prefix)
+        assert not [name for name in left if "/episode-000000/" in name or "/episode-000002/" in name], release
+        assert [name for name in left if "/episode-000001/" in name], release  # the other demonstrator stays
+    for dataset in (mixed, with_other):
+        assert {name.rsplit("/", 2)[1] for name in storage.walk(releases, dataset.prefix)} == {"tombstones"}
+    with scope(study=reg.study):
+        for release, removed in ((first, [0]), (later, [2])):
+            release = ReleaseRequest.objects.get(pk=release.pk)
+            successor = ReleaseRequest.objects.get(supersedes=release)
+            assert release.state == RELEASE.SUPERSEDED, release.release_id
+            assert list(successor.items.values_list("episode_index", flat=True)) == [1]
+            tombstone = Tombstone.objects.get(withdrawal=done, release=release)
+            assert tombstone.episode_indexes == removed and tombstone.superseded_by == successor
+            stone = releases.open(tombstone.object_name).read()
+            assert json.loads(stone)["episodes_removed"] == removed
+            assert json.loads(stone)["release_id"] == release.release_id
+            public_key().verify(releases.open(tombstone.object_name + ".sig").read(), stone)
+        for dataset, removed in ((mixed, [0, 2]), (with_other, [2])):
+            assert Dataset.objects.get(pk=dataset.pk).state == Dataset.State.WITHDRAWN, dataset.dataset_id
+            assert Tombstone.objects.get(withdrawal=done, dataset=dataset).episode_indexes == removed
+        assert Tombstone.objects.filter(withdrawal=done).count() == 4

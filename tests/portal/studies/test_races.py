@@ -50,9 +50,9 @@ def test_the_same_headset_csv_twice_at_once(study, coordinator, attempt):
 @pytest.mark.parametrize("attempt", range(5))
 def test_the_same_new_role_grant_twice_at_once(study, attempt):
     user = get_user_model().objects.create_user(f"new-{attempt}")
-    outcomes = run_at_once(None, [lambda: grant_role("test", user, study, "researcher")] * 2)
+    outcomes = run_at_once(None, [lambda: grant_role("test", user, study, "ethics_officer")] * 2)
     assert outcomes[0].pk == outcomes[1].pk
-    assert RoleGrant.objects.filter(user=user, study=study, role="researcher").count() == 1
+    assert RoleGrant.objects.filter(user=user, study=study, role="ethics_officer").count() == 1
     granted = AuditEvent.objects.filter(action="access.role_granted", target_id=str(outcomes[0].pk),
                                         after__user=user.get_username())
     assert granted.count() == 1, "the second grant changed nothing, so it records nothing"
