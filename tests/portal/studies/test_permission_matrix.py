@@ -36,10 +36,11 @@ def _e(method: str, roles: tuple[str, ...], status: int, query: str = "") -> Exp
 EXPECTED: dict[str, Expect] = {
     # pages (POSTs are sent with an empty form: an allowed caller gets the form errors or a redirect)
     "study-overview": _e("GET", (C, E, R), 200),
-    "study-settings": _e("GET", (C,), 200),
+    "study-settings": _e("GET", (C, E), 200),
     "study-set-status": _e("POST", (C,), 400),
     "study-set-audio-policy": _e("POST", (C,), 400),
-    "study-set-approvals": _e("POST", (C,), 400),
+    "study-set-approvals": _e("POST", (E,), 400),
+    "study-confirm-approvals": _e("POST", (E,), 400),
     "study-set-approval-second-factor": _e("POST", (C,), 302),
     "study-set-carry-over-approvals": _e("POST", (C,), 302),
     "study-publish-agreement": _e("POST", (C,), 400),
