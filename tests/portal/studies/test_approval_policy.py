@@ -123,3 +123,25 @@ def test_the_pages_propose_and_confirm(study, officers, coordinator, client):
     response = client.post(f"/studies/{study.code}/settings/approvals/confirm/", {"approvals_required": "1"})
     assert response.status_code == 302
     assert reload(study).approvals_required == 1
+
+
+def test_the_api_calls_the_same_service(study, officers, coordinator, client):
+    url = f"/api/studies/{study.code}/approval-policy/"
+    client.force_login(coordinator)
+    assert client.get(url).json()["approvals_required"] == 2
+    response = client.post(url, {"approvals_required": 1}, content_type="application/json")
+    assert response.status_code == 403
+    first, second = officers
+    client.force_login(first)
+    answer = client.post(url, {"approvals_required": 1}, content_type="application/json").json()
+    assert (answer["approvals_required"], answer["pending_approvals_required"],
+            answer["pending_approvals_by"]) == (2, 1, "officer1")
+    response = client.post(url + "confirm/", {"approvals_required": 1}, content_type="application/json")
+    assert response.status_code == 403 and "you proposed this change" in response.json()["detail"]
+    response = client.post(url, {"approvals_required": 0}, content_type="application/json")
+    assert response.status_code == 400 and "approvals_required" in response.json()
+    client.force_login(second)
+    answer = client.post(url + "confirm/", {"approvals_required": 1}, content_type="application/json").json()
+    assert (answer["approvals_required"], answer["pending_approvals_required"]) == (1, None)
+    event = AuditEvent.objects.get(action="study.approvals_required_changed")
+    assert (event.after["proposed_by"], event.after["confirmed_by"]) == ("officer1", "officer2")

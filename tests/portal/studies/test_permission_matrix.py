@@ -60,6 +60,8 @@ EXPECTED: dict[str, Expect] = {
     "study-consent-document-file": _e("GET", (C, E), 200),
     "study-accept-consent-document": _e("POST", (E,), 302),
     # API
+    "api-approval-policy-list": _e("GET", (C, E), 200),
+    "api-approval-policy-confirm": _e("POST", (E,), 400),
     "api-headset-list": _e("GET", (C, E), 200),
     "api-headset-detail": _e("GET", (C, E), 200),
     "api-headset-import-csv": _e("POST", (C,), 400),
@@ -76,6 +78,7 @@ EXPECTED: dict[str, Expect] = {
 }
 # Write actions that share a URL with a read: checked with POST as well.
 EXPECTED_POST_ON_LIST = {
+    "api-approval-policy-list": _e("POST", (E,), 400),
     "study-headsets": _e("POST", (C,), 400),
     "api-headset-list": _e("POST", (C,), 400),
     "api-demonstrator-list": _e("POST", (C,), 201),
