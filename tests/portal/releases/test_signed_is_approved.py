@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from django.core.files.storage import storages
+from django.urls import reverse
 from django_scopes import scope
 
 from exporter.cli import main as exporter_main
@@ -212,7 +213,7 @@ def test_without_a_change_the_same_request_is_released(approved):
 
 
 def test_a_change_between_signing_and_publishing_fails_the_release_and_removes_what_was_stored(approved, team,
-                                                                                              monkeypatch):
+                                                                                              monkeypatch, client):
     """The check runs again under the request's lock just before the request is marked released."""
     sign_once = publish._sign_once
 
@@ -226,6 +227,15 @@ def test_a_change_between_signing_and_publishing_fails_the_release_and_removes_w
     failed = load(approved)
     assert failed.state == State.FAILED and "not what the ethics officers approved" in failed.reason
     assert storage.walk(storages["releases"], approved.prefix) == []
+
+    # The study's stewards see it: the alert's page and the request's page say why.
+    with scope(study=team.study):
+        alert = Alert.objects.get(kind=Alert.Kind.RELEASE_INTEGRITY)
+    client.force_login(team.reg.coordinator)
+    page = client.get(reverse("alert-detail", args=[team.study.code, alert.pk])).content.decode()
+    assert "release-0001" in page and "not what the ethics officers approved" in page
+    page = client.get(reverse("release-detail", args=[team.study.code, approved.number])).content.decode()
+    assert "not what the ethics officers approved" in page
 
 
 def test_the_approval_event_records_the_frozen_name_and_time(approved):
