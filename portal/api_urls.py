@@ -14,6 +14,7 @@ router = DefaultRouter()
 STUDY = r"studies/(?P<study_code>[-a-zA-Z0-9_]+)"
 router.register(r"tokens", accounts_api.ApiTokenViewSet, basename="api-token")
 router.register(r"studies", studies_api.StudyViewSet, basename="api-study")
+router.register(rf"{STUDY}/approval-policy", studies_api.ApprovalPolicyViewSet, basename="api-approval-policy")
 router.register(rf"{STUDY}/headsets", studies_api.HeadsetViewSet, basename="api-headset")
 router.register(rf"{STUDY}/demonstrators", studies_api.DemonstratorViewSet, basename="api-demonstrator")
 router.register(rf"{STUDY}/consent-documents", studies_api.ConsentDocumentViewSet, basename="api-consent-document")

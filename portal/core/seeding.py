@@ -359,10 +359,12 @@ class _Seeder:
             state = states[(number - 1) % len(states)]
             request = ReleaseRequest(uid=uuid.UUID(int=self.rng.getrandbits(128), version=4), study=self.study,
                                      number=number, state=state, requested_by=self.coordinator, created_at=at,
+                                     study_code=self.study.code, requested_by_name=self.coordinator.get_username(),
                                      purpose=f"training set {number}: {self.rng.choice(TASKS)}",
                                      episode_count=len(episodes))
             if state != Request.DRAFT:
                 request.submitted_at = at + timedelta(hours=2)
+                request.approvals_required = self.study.approvals_required
             if state == Request.REJECTED:
                 request.decided_at, request.rejected_by = at + timedelta(days=1), ethics
                 request.reason = "the purpose does not match the consent given"
@@ -372,7 +374,8 @@ class _Seeder:
             requests_ = ReleaseRequest.objects.bulk_create(requests_, batch_size=BATCH)
         items = {request.number: [ReleaseItem(
             study=self.study, request=request, episode=episode, episode_index=episode.episode_index,
-            receipt_sha256=episode.receipt_sha256, inspected_at=request.created_at + timedelta(minutes=5),
+            capture_id=episode.recording.capture_id, receipt_sha256=episode.receipt_sha256,
+            inspected_at=request.created_at + timedelta(minutes=5),
             video_has_audio=False, leaks=[],
             files=[*episode.shard_files, {"path": RECEIPT, "bytes": 2048, "sha256": episode.receipt_sha256}])
             for episode in episodes] for request, episodes in zip(requests_, chosen, strict=True)}
@@ -383,6 +386,7 @@ class _Seeder:
         awaiting = [request for request in requests_ if request.state == Request.AWAITING_APPROVAL]
         approved = awaiting[::2] if self.study.approvals_required > 1 else []
         Approval.objects.bulk_create([Approval(study=self.study, request=request, officer=ethics,
+                                               officer_name=ethics.get_username(),
                                                approved_at=request.submitted_at + timedelta(hours=3),
                                                manifest_sha256=request.manifest_sha256) for request in approved])
         record_many(self._request_entries(requests_, items, {request.pk for request in approved}, ethics))
@@ -436,7 +440,8 @@ class _Seeder:
                               key=lambda episode: episode.episode_index)
             made.append(ReleaseRequest(uid=uuid.UUID(int=self.rng.getrandbits(128), version=4), study=self.study,
                                        number=first + offset, state=Request.RELEASED, requested_by=self.coordinator,
-                                       created_at=at, submitted_at=at + timedelta(hours=1),
+                                       study_code=self.study.code, requested_by_name=self.coordinator.get_username(),
+                                       approvals_required=2, created_at=at, submitted_at=at + timedelta(hours=1),
                                        decided_at=at + timedelta(days=1), episode_count=len(episodes),
                                        purpose=f"released set {first + offset}: {self.rng.choice(TASKS)}"))
             chosen.append(episodes)
@@ -444,7 +449,8 @@ class _Seeder:
             made = ReleaseRequest.objects.bulk_create(made, batch_size=BATCH)
         items = {request.number: [ReleaseItem(
             study=self.study, request=request, episode=episode, episode_index=episode.episode_index,
-            receipt_sha256=episode.receipt_sha256, inspected_at=request.created_at + timedelta(minutes=5),
+            capture_id=episode.recording.capture_id, receipt_sha256=episode.receipt_sha256,
+            inspected_at=request.created_at + timedelta(minutes=5),
             video_has_audio=False, leaks=[],
             files=[*episode.shard_files, {"path": RECEIPT, "bytes": 2048, "sha256": episode.receipt_sha256}])
             for episode in episodes] for request, episodes in zip(made, chosen, strict=True)}
@@ -453,7 +459,8 @@ class _Seeder:
             request.manifest_sha256 = manifest.section_digest(request, items[request.number])
         ReleaseRequest.objects.bulk_update(made, ["manifest_sha256"], batch_size=BATCH)
         Approval.objects.bulk_create([Approval(study=self.study, request=request, officer=officer,
-                                               approved_at=request.decided_at, manifest_sha256=request.manifest_sha256)
+                                               officer_name=officer.get_username(), approved_at=request.decided_at,
+                                               manifest_sha256=request.manifest_sha256)
                                       for request in made for officer in (ethics, second)], batch_size=BATCH)
         Release.objects.bulk_create([Release(
             study=self.study, request=request, prefix=request.prefix,

@@ -102,6 +102,7 @@ class Alert(StateMachineModel):
     class Kind(models.TextChoices):
         RECEIPT_MISMATCH = "receipt_mismatch", "Shard does not match its receipt"
         FIXITY = "fixity", "Fixity check found problems"
+        RELEASE_INTEGRITY = "release_integrity", "Release refused: not what was approved"
 
     class State(models.TextChoices):
         OPEN = "open", "Open"

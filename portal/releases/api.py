@@ -66,7 +66,9 @@ class ReleaseRequestListSerializer(serializers.ModelSerializer):
 
 class ReleaseRequestSerializer(ReleaseRequestListSerializer):
     approvals = ApprovalSerializer(many=True, read_only=True)
-    approvals_required = serializers.IntegerField(source="study.approvals_required", read_only=True)
+    approvals_required = serializers.IntegerField(
+        source="approvals_needed", read_only=True,
+        help_text="Distinct ethics officers' approvals the request needs: frozen when it was submitted.")
     gate = serializers.SerializerMethodField()
     release = serializers.SerializerMethodField()
 

@@ -58,6 +58,14 @@ class ReleaseRequest(StateMachineModel):
     state = models.CharField(max_length=20, choices=State.choices, default=State.DRAFT)
     purpose = models.TextField()
     requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    # What the manifest names, frozen when the request is made: a later rename of the study or the requester
+    # changes neither what the officers approve nor what is signed.
+    study_code = models.CharField(max_length=40, help_text="The study's code when the request was made.")
+    requested_by_name = models.CharField(max_length=150, help_text="The requester's username when the request "
+                                                                   "was made.")
+    approvals_required = models.PositiveSmallIntegerField(
+        null=True, blank=True, help_text="Distinct ethics officers' approvals it needs: the study's number when it "
+                                         "was submitted.")
     created_at = models.DateTimeField(auto_now_add=True)
     submitted_at = models.DateTimeField(null=True, blank=True)
     manifest_sha256 = models.CharField(max_length=64, help_text="SHA-256 of the manifest officers are shown.")
@@ -102,6 +110,11 @@ class ReleaseRequest(StateMachineModel):
         return f"release-{self.number:04d}"
 
     @property
+    def approvals_needed(self) -> int:
+        """The number frozen at submission; for a draft, the study's number now (it is frozen when submitted)."""
+        return self.approvals_required if self.approvals_required is not None else self.study.approvals_required
+
+    @property
     def prefix(self) -> str:
         """Every object of this release in the ``releases`` storage lives under this prefix."""
         return f"releases/{self.study.code}/{self.release_id}/"
@@ -119,6 +132,7 @@ class ReleaseItem(models.Model):
     request = models.ForeignKey(ReleaseRequest, on_delete=models.CASCADE, related_name="items", db_index=False)
     episode = models.ForeignKey(Episode, on_delete=models.PROTECT, related_name="release_items")
     episode_index = models.PositiveIntegerField()
+    capture_id = models.CharField(max_length=128, help_text="The recording's capture id when the request was made.")
     receipt_sha256 = models.CharField(max_length=64)
     files = models.JSONField(help_text="The shard's files, receipt included: path, bytes, sha256.")
     inspected_at = models.DateTimeField(null=True, blank=True,
@@ -146,11 +160,13 @@ class ReleaseItem(models.Model):
 
 
 class Approval(models.Model):
-    """One ethics officer's approval of a request: who, when, and the manifest digest they were shown."""
+    """One ethics officer's approval of a request: who (their name frozen as the manifest names it), when, and the
+    manifest digest they were shown."""
 
     study = models.ForeignKey(Study, on_delete=models.PROTECT, related_name="+")
     request = models.ForeignKey(ReleaseRequest, on_delete=models.PROTECT, related_name="approvals")
     officer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    officer_name = models.CharField(max_length=150, help_text="The officer's username when they approved.")
     approved_at = models.DateTimeField()
     manifest_sha256 = models.CharField(max_length=64)
     carried_over_from = models.ForeignKey("self", on_delete=models.PROTECT, null=True, blank=True, related_name="+",

@@ -22,6 +22,7 @@ from rest_framework.response import Response
 from portal.access.models import Role
 from portal.access.permissions import StudyScopedAPIMixin, active_roles, api_studies_for
 from portal.studies.models import ConsentDocument, ConsentEvent, Demonstrator, Headset, Study
+from portal.studies.services import approval_policy
 from portal.studies.services import consent as consent_service
 from portal.studies.services import demonstrators as demonstrator_service
 from portal.studies.services import headsets as headset_service
@@ -348,3 +349,54 @@ class ConsentEventViewSet(StudyScopedAPIMixin, mixins.ListModelMixin, mixins.Ret
         else:
             serializer.instance = consent_service.withdraw_consent(self.request.user, data["demonstrator"],
                                         withdrawal_date=data["event_date"], reason=data.get("reason", ""))
+
+
+# --- approval policy ---------------------------------------------------------------------------
+
+
+class ApprovalPolicySerializer(serializers.Serializer):
+    approvals_required = serializers.IntegerField(read_only=True, help_text="Distinct ethics officers' approvals a "
+                                                  "release needs now (a request keeps the number it was submitted "
+                                                  "under).")
+    pending_approvals_required = serializers.IntegerField(read_only=True, allow_null=True,
+                                                          help_text="A number below 2 awaiting a second ethics "
+                                                                    "officer's confirmation.")
+    pending_approvals_by = serializers.CharField(source="pending_approvals_by.username", read_only=True,
+                                                 allow_null=True, default=None)
+    pending_approvals_at = serializers.DateTimeField(read_only=True, allow_null=True)
+
+
+class ApprovalsNumberSerializer(serializers.Serializer):
+    approvals_required = serializers.IntegerField(min_value=1, max_value=approval_policy.MOST)
+
+
+class ApprovalPolicyViewSet(StudyScopedAPIMixin, viewsets.GenericViewSet):
+    """How many approvals a release of the study needs: read by its coordinators and ethics officers, changed
+    only by its ethics officers (``POST``: 2 or more at once, fewer than 2 proposed; ``confirm/``: a second
+    officer confirms a proposal), through the same service as the settings page."""
+
+    serializer_class = ApprovalPolicySerializer
+    required_roles = {"list": READ_ROLES, "*": (ETHICS,)}
+    pagination_class = None
+
+    def _answer(self, code: int = status.HTTP_200_OK) -> Response:
+        return Response(ApprovalPolicySerializer(self.study).data, status=code)
+
+    def list(self, request: Request, study_code: str) -> Response:
+        return self._answer()
+
+    @extend_schema(request=ApprovalsNumberSerializer, responses=ApprovalPolicySerializer)
+    def create(self, request: Request, study_code: str) -> Response:
+        number = ApprovalsNumberSerializer(data=request.data)
+        number.is_valid(raise_exception=True)
+        approval_policy.set_approvals_required(request.user, self.study, number.validated_data["approvals_required"])
+        return self._answer()
+
+    @extend_schema(request=ApprovalsNumberSerializer, responses=ApprovalPolicySerializer)
+    @action(detail=False, methods=["post"])
+    def confirm(self, request: Request, study_code: str) -> Response:
+        number = ApprovalsNumberSerializer(data=request.data)
+        number.is_valid(raise_exception=True)
+        approval_policy.confirm_approvals_required(request.user, self.study,
+                                                   number.validated_data["approvals_required"])
+        return self._answer()

@@ -86,7 +86,13 @@ class AudioPolicyForm(forms.Form):
 
 class ApprovalsForm(forms.Form):
     approvals_required = forms.IntegerField(min_value=1, max_value=20, label="Approvals a release needs",
-                                            help_text="Distinct ethics officers, never the requester.")
+                                            help_text="Distinct ethics officers, never the requester. Fewer than "
+                                                      "2 waits for another ethics officer's confirmation.")
+
+
+class ConfirmApprovalsForm(forms.Form):
+    approvals_required = forms.IntegerField(min_value=1, max_value=20, widget=forms.HiddenInput,
+                                            help_text="The number awaiting confirmation, as shown.")
 
 
 class ApprovalSecondFactorForm(forms.Form):

@@ -36,6 +36,14 @@ class Study(models.Model):
     audio_policy = models.CharField(max_length=16, choices=AudioPolicy.choices, default=AudioPolicy.DISCARD)
     audio_retain_days = models.PositiveIntegerField(null=True, blank=True, validators=[MinValueValidator(1)])
     approvals_required = models.PositiveSmallIntegerField(default=2, validators=[MinValueValidator(1)])
+    # A change below two approvals waits here until a second ethics officer confirms it
+    # (``services/approval_policy.py``).
+    pending_approvals_required = models.PositiveSmallIntegerField(
+        null=True, blank=True, help_text="A number of approvals below 2 one ethics officer proposed, awaiting "
+                                         "another's confirmation.")
+    pending_approvals_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True,
+                                             blank=True, related_name="+", help_text="Who proposed it.")
+    pending_approvals_at = models.DateTimeField(null=True, blank=True)
     approval_second_factor = models.BooleanField(
         default=False, help_text="Approving a release needs a fresh second factor (CERES_REQUIRE_2FA asks it too).")
     carry_over_approvals = models.BooleanField(

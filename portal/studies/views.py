@@ -26,6 +26,7 @@ from portal.studies.forms import (
     AssignHeadsetForm,
     AudioPolicyForm,
     CarryOverApprovalsForm,
+    ConfirmApprovalsForm,
     ConsentDocumentForm,
     ConsentForm,
     DataUseAgreementForm,
@@ -37,6 +38,7 @@ from portal.studies.forms import (
     WithdrawalForm,
 )
 from portal.studies.models import ConsentDocument, ConsentEvent, Demonstrator, Headset
+from portal.studies.services import approval_policy
 from portal.studies.services import consent as consent_service
 from portal.studies.services import demonstrators as demonstrator_service
 from portal.studies.services import headsets as headset_service
@@ -79,7 +81,10 @@ def _settings_page(request, study, **forms_by_name) -> HttpResponse:
         "status_form": StudyStatusForm(initial={"status": study.status}),
         "policy_form": AudioPolicyForm(initial={"audio_policy": study.audio_policy,
                                                 "retain_days": study.audio_retain_days}),
+        "roles": request.study_roles,
         "approvals_form": ApprovalsForm(initial={"approvals_required": study.approvals_required}),
+        "confirm_approvals_form": ConfirmApprovalsForm(
+            initial={"approvals_required": study.pending_approvals_required}),
         "second_factor_form": ApprovalSecondFactorForm(
             initial={"approval_second_factor": study.approval_second_factor}),
         "second_factor_by_rule": settings.CERES_REQUIRE_2FA,
@@ -91,7 +96,7 @@ def _settings_page(request, study, **forms_by_name) -> HttpResponse:
     return render(request, "studies/settings.html", context, status=400 if forms_by_name else 200)
 
 
-@study_view(COORDINATOR)
+@study_view(COORDINATOR, ETHICS)
 def study_settings(request: HttpRequest, study) -> HttpResponse:
     return _settings_page(request, study)
 
@@ -119,14 +124,30 @@ def set_audio_policy(request: HttpRequest, study) -> HttpResponse:
 
 
 @require_POST
-@study_view(COORDINATOR)
+@study_view(ETHICS)
 def set_approvals(request: HttpRequest, study) -> HttpResponse:
     form = ApprovalsForm(request.POST)
-    if form.is_valid() and _attempt(form, "approvals_required", study_service.set_approvals_required, request.user,
-                                    study, form.cleaned_data["approvals_required"]):
-        messages.success(request, f"A release now needs {study.approvals_required} approval(s).")
+    if form.is_valid() and _attempt(form, "approvals_required", approval_policy.set_approvals_required,
+                                    request.user, study, form.cleaned_data["approvals_required"]):
+        if study.pending_approvals_required is not None:
+            messages.success(request, f"A release needing {study.pending_approvals_required} approval(s) awaits "
+                                      f"another ethics officer's confirmation; it still needs "
+                                      f"{study.approvals_required}.")
+        else:
+            messages.success(request, f"A release now needs {study.approvals_required} approval(s).")
         return redirect("study-settings", study.code)
     return _settings_page(request, study, approvals_form=form)
+
+
+@require_POST
+@study_view(ETHICS)
+def confirm_approvals(request: HttpRequest, study) -> HttpResponse:
+    form = ConfirmApprovalsForm(request.POST)
+    if form.is_valid() and _attempt(form, None, approval_policy.confirm_approvals_required, request.user, study,
+                                    form.cleaned_data["approvals_required"]):
+        messages.success(request, f"Confirmed: a release now needs {study.approvals_required} approval(s).")
+        return redirect("study-settings", study.code)
+    return _settings_page(request, study, confirm_approvals_form=form)
 
 
 @require_POST

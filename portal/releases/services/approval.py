@@ -11,6 +11,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from exporter.shard import rfc3339
 from portal.access.models import Role
 from portal.access.permissions import has_role
 from portal.accounts import services as accounts
@@ -71,8 +72,8 @@ def _check_second_factor(user, study: Study, evidence: SecondFactor) -> str:
 
 def approve(actor, request: ReleaseRequest, *, manifest_sha256: str,
             second_factor: SecondFactor = SecondFactor()) -> Approval:
-    """Record ``actor``'s approval of ``request`` and, once the study's number of distinct ethics officers have
-    approved, mark it approved and queue the release.
+    """Record ``actor``'s approval of ``request`` and, once the number of distinct ethics officers frozen on the
+    request at submission have approved, mark it approved and queue the release.
 
     Refused: anyone but an ethics officer of the request's study; the requester (also when they hold both
     roles); an officer who approved it already (one approval counts once); a manifest digest other than the
@@ -94,6 +95,10 @@ def approve(actor, request: ReleaseRequest, *, manifest_sha256: str,
         if request.state != State.AWAITING_APPROVAL:
             raise ReleaseError(f"{request.release_id} is {request.get_state_display().lower()}, not awaiting "
                                f"approval")
+        # The number frozen when the request was submitted: what the officers decide under.
+        required = request.approvals_required
+        if required is None:
+            raise ReleaseError(f"{request.release_id} holds no number of approvals it needs; it cannot be approved")
         current = manifest.section_digest(request)
         if current != request.manifest_sha256:
             raise ReleaseError(f"{request.release_id}'s manifest no longer has the digest it was made with; "
@@ -106,15 +111,15 @@ def approve(actor, request: ReleaseRequest, *, manifest_sha256: str,
             raise ReleaseError(f"you approved {request.release_id} already, at "
                                f"{earlier.approved_at:%Y-%m-%d %H:%M}; one officer's approval counts once")
         require_passing(request, "approved")
-        approval = Approval.objects.create(study=study, request=request, officer=actor, approved_at=timezone.now(),
+        approval = Approval.objects.create(study=study, request=request, officer=actor,
+                                           officer_name=actor.get_username(), approved_at=timezone.now(),
                                            manifest_sha256=current)
-        required = Study.objects.only("approvals_required").get(pk=study.pk).approvals_required
         count = Approval.objects.filter(request=request).count()
         record(actor, "release.approval_given", request, after={
-            "officer": actor.get_username(), "manifest_sha256": current, "approvals": count, "required": required,
-            "second_factor": how})
+            "officer": approval.officer_name, "manifest_sha256": current, "approved_at": rfc3339(approval.approved_at),
+            "approvals": count, "required": required, "second_factor": how})
         if count >= required:
-            officers = list(Approval.objects.filter(request=request).values_list("officer__username", flat=True))
+            officers = list(Approval.objects.filter(request=request).values_list("officer_name", flat=True))
             set_state(actor, request, State.APPROVED, action="release.approved", decided_at=approval.approved_at,
                       after={"approved_by": officers})
             queue.enqueue("releases.publish_release", request.pk)

@@ -30,6 +30,8 @@ from portal.core import queue, storage
 from portal.core.errors import LeaseBusy
 from portal.core.states import lock_fresh
 from portal.core.storage import ObjectMismatch
+from portal.fixity.models import Alert
+from portal.fixity.services.alerts import raise_alert
 from portal.releases.exceptions import ReleaseError
 from portal.releases.models import Release, ReleaseRequest
 from portal.releases.services import gate, manifest
@@ -77,8 +79,13 @@ def publish_release(request_id: int) -> ReleaseRequest | None:
     if request is None:
         return None
     try:
+        _require_approved(request)
         _require_consent(request)
         _publish(request)
+    except NotApproved as exc:
+        # Nothing that was not approved stays in the releases storage, not even unsigned.
+        storage.delete_prefix(storage.releases(), request.prefix)
+        fail_not_approved(request, exc.problems)
     except ConsentGone as exc:
         # Nothing of a withdrawn person stays in the releases storage, not even in a release never published.
         storage.delete_prefix(storage.releases(), request.prefix)
@@ -86,6 +93,23 @@ def publish_release(request_id: int) -> ReleaseRequest | None:
     except (ObjectMismatch, FileNotFoundError) as exc:
         fail_release(request, f"release failed: {exc}")
     return request
+
+
+class NotApproved(Exception):
+    """What would be signed is not byte for byte what the ethics officers approved."""
+
+    def __init__(self, problems: list[str]):
+        super().__init__("; ".join(problems))
+        self.problems = problems
+
+
+def _require_approved(request: ReleaseRequest) -> None:
+    """The manifest section rebuilt from the request's rows now must have the digest the request was made with and
+    every approval names, with as many approvals as the request needs: before copying, at signing and once more
+    before the request is marked released. A row changed after the approval (by a database writer) stops it."""
+    problems = manifest.approval_mismatches(request)
+    if problems:
+        raise NotApproved(problems)
 
 
 class ConsentGone(Exception):
@@ -158,6 +182,7 @@ def _publish(request: ReleaseRequest) -> None:
                              f"{missing[:3]}, extra: {extra[:3]})")
     with transaction.atomic():
         lock_fresh(request)
+        _require_approved(request)
         _require_consent(request, lock=True)
         release = Release.objects.select_for_update(no_key=True).get(request=request)
         release.finished_at, release.lease_until, release.last_error = timezone.now(), None, ""
@@ -185,6 +210,7 @@ def _sign_once(request: ReleaseRequest) -> tuple[bytes, bytes]:
         release = Release.objects.select_for_update(no_key=True).get(request=request)
         if release.manifest:
             return bytes(release.manifest), bytes(release.signature)
+        _require_approved(request)
         now = timezone.now()
         data, signature = manifest.signed_manifest(request, released_at=now)
         release.manifest, release.signature = data, signature
@@ -210,6 +236,20 @@ def fail_release(request: ReleaseRequest, reason: str) -> None:
         Release.objects.filter(request=request).update(lease_until=None, last_error=reason)
         if request.can_move_to(State.FAILED):
             set_state(None, request, State.FAILED, action="release.failed", reason=reason)
+
+
+def fail_not_approved(request: ReleaseRequest, problems: list[str]) -> None:
+    """Refuse to sign what was not approved, visibly: the release fails with the reason, the study's coordinators
+    and ethics officers get an alert, and the audit log names each difference."""
+    reason = (f"release failed: what would be signed is not what the ethics officers approved ("
+              f"{'; '.join(problems)}); nothing was signed or published")
+    with transaction.atomic():
+        fail_release(request, reason)
+        record(None, "release.integrity_failed", request, after={"manifest_sha256": request.manifest_sha256,
+                                                                  "problems": problems})
+        raise_alert(request.study, kind=Alert.Kind.RELEASE_INTEGRITY,
+                    message=f"{request.release_id} of study {request.study.code} was not published: what would be "
+                            f"signed is not what the ethics officers approved: {'; '.join(problems)}")
 
 
 def retry_release(actor, request: ReleaseRequest) -> ReleaseRequest:

@@ -103,15 +103,15 @@ def create_request(actor, study: Study, *, episodes: Iterable[Episode], purpose:
         Study.objects.select_for_update(no_key=True).filter(pk=study.pk).first()  # serialises the numbers
         number = (ReleaseRequest.objects.aggregate(last=Max("number"))["last"] or 0) + 1
         request = ReleaseRequest(study=study, number=number, purpose=purpose, requested_by=actor,
+                                 study_code=study.code, requested_by_name=actor.get_username(),
                                  episode_count=len(found))
         request.manifest_sha256 = ""
         request.save()
         items = ReleaseItem.objects.bulk_create([
             ReleaseItem(study=study, request=request, episode=episode, episode_index=episode.episode_index,
-                        receipt_sha256=episode.receipt_sha256, files=frozen[pk])
+                        capture_id=episode.recording.capture_id, receipt_sha256=episode.receipt_sha256,
+                        files=frozen[pk])
             for pk, episode in sorted(found.items(), key=lambda pair: pair[1].episode_index)])
-        for item in items:
-            item.episode = found[item.episode_id]
         request.manifest_sha256 = manifest.section_digest(request, items)
         request.save(update_fields=["manifest_sha256"])
         record(actor, "release.requested", request, after={
@@ -122,14 +122,18 @@ def create_request(actor, study: Study, *, episodes: Iterable[Episode], purpose:
 
 
 def submit(actor, request: ReleaseRequest) -> ReleaseRequest:
-    """A coordinator sends a draft to the ethics officers; refused while the gate fails for any episode."""
+    """A coordinator sends a draft to the ethics officers; refused while the gate fails for any episode. The
+    number of approvals it needs is the study's at this moment, frozen on the request: the officers decide under
+    it, and a later change of the study's policy (by anyone) does not move it."""
     _require(actor, request.study, Role.COORDINATOR, "submit a release request")
     with transaction.atomic():
         lock_fresh(request)
+        required = Study.objects.only("approvals_required").get(pk=request.study_id).approvals_required
         if request.state != State.DRAFT:
             raise ReleaseError(f"{request.release_id} is {request.get_state_display().lower()}, not a draft")
         require_passing(request, "submitted")
-        set_state(actor, request, State.AWAITING_APPROVAL, action="release.submitted", submitted_at=timezone.now())
+        set_state(actor, request, State.AWAITING_APPROVAL, action="release.submitted", submitted_at=timezone.now(),
+                  approvals_required=required, after={"approvals_required": required})
     return request
 
 

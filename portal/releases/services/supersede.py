@@ -11,6 +11,7 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from exporter.shard import rfc3339
 from portal.audit.services import record
 from portal.core import queue
 from portal.releases.models import Approval, ReleaseItem, ReleaseRequest
@@ -19,8 +20,8 @@ from portal.releases.services.requests import lock_fresh, set_state
 from portal.studies.models import Study
 
 State = ReleaseRequest.State
-_COPIED = ("episode", "episode_index", "receipt_sha256", "files", "inspected_at", "video_has_audio", "leaks",
-           "inspection_error")
+_COPIED = ("episode", "episode_index", "capture_id", "receipt_sha256", "files", "inspected_at", "video_has_audio",
+           "leaks", "inspection_error")
 
 
 def supersede(request: ReleaseRequest, withdrawn: set[int], *, reason: str) -> ReleaseRequest | None:
@@ -41,7 +42,9 @@ def supersede(request: ReleaseRequest, withdrawn: set[int], *, reason: str) -> R
         now = timezone.now()
         successor = ReleaseRequest.objects.create(
             study=study, number=number, purpose=request.purpose, requested_by=request.requested_by,
-            supersedes=request, episode_count=len(kept), state=State.AWAITING_APPROVAL, submitted_at=now,
+            study_code=request.study_code, requested_by_name=request.requested_by_name,
+            approvals_required=request.approvals_required or study.approvals_required, supersedes=request,
+            episode_count=len(kept), state=State.AWAITING_APPROVAL, submitted_at=now,
             manifest_sha256="")
         items = ReleaseItem.objects.bulk_create(
             ReleaseItem(study=study, request=successor, **{name: getattr(item, name) for name in _COPIED})
@@ -50,6 +53,7 @@ def supersede(request: ReleaseRequest, withdrawn: set[int], *, reason: str) -> R
         successor.save(update_fields=["manifest_sha256"])
         record(None, "release.requested", successor, after={
             "state": successor.state, "supersedes": request.release_id, "reason": reason,
+            "approvals_required": successor.approvals_required,
             "episodes": [item.folder for item in items], "manifest_sha256": successor.manifest_sha256})
         if study.carry_over_approvals:
             _carry_over(request, successor)
@@ -63,11 +67,12 @@ def _carry_over(request: ReleaseRequest, successor: ReleaseRequest) -> None:
         record(None, "release.approvals_not_carried", successor, after={"gate": checklist.failures()})
         return
     now = timezone.now()
-    for approval in Approval.objects.filter(request=request).select_related("officer"):
-        Approval.objects.create(study=successor.study, request=successor, officer=approval.officer, approved_at=now,
-                                manifest_sha256=successor.manifest_sha256, carried_over_from=approval)
+    for approval in Approval.objects.filter(request=request):
+        carried = Approval.objects.create(study=successor.study, request=successor, officer_id=approval.officer_id,
+                                          officer_name=approval.officer_name, approved_at=now,
+                                          manifest_sha256=successor.manifest_sha256, carried_over_from=approval)
         record(None, "release.approval_carried_over", successor, after={
-            "officer": approval.officer.get_username(), "from": request.release_id,
+            "officer": approval.officer_name, "approved_at": rfc3339(carried.approved_at), "from": request.release_id,
             "manifest_sha256": successor.manifest_sha256})
     set_state(None, successor, State.APPROVED, action="release.approved", decided_at=now,
               after={"carried_over_from": request.release_id})

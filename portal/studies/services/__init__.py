@@ -1,5 +1,6 @@
 """The study registry's services: the only place where studies and their registry change state, one module
-per job: ``study`` (status, audio policy, approvals, data-use agreement), ``headsets``, ``demonstrators`` and
+per job: ``study`` (status, audio policy, data-use agreement), ``approval_policy`` (how many ethics officers
+approve a release: theirs to decide), ``headsets``, ``demonstrators`` and
 ``consent`` (documents, events, coverage).
 
 Views, forms, the API, the admin, management commands and tasks call these functions, so each rule lives

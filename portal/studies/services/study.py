@@ -1,4 +1,5 @@
-"""Studies: creation, status, raw-audio policy, approvals required, the data-use agreement."""
+"""Studies: creation, status, raw-audio policy, the data-use agreement. How many approvals a release needs is
+the ethics officers' decision: ``approval_policy``."""
 
 from __future__ import annotations
 
@@ -89,20 +90,6 @@ def set_audio_policy(actor, study: Study, policy: str, *, retain_days: int | Non
     locked.save(update_fields=["audio_policy", "audio_retain_days"])
     record(actor, "study.audio_policy_changed", locked, before=before, after=_snapshot(locked))
     study.audio_policy, study.audio_retain_days = policy, retain_days
-    return locked
-
-
-@transaction.atomic
-def set_approvals_required(actor, study: Study, approvals: int) -> Study:
-    """How many distinct ethics officers must approve a release of this study (at least 1)."""
-    if approvals < 1:
-        raise RegistryError("a release needs at least one ethics officer's approval")
-    locked = _locked(study)
-    before = _snapshot(locked)
-    locked.approvals_required = approvals
-    locked.save(update_fields=["approvals_required"])
-    record(actor, "study.approvals_required_changed", locked, before=before, after=_snapshot(locked))
-    study.approvals_required = approvals
     return locked
 
 

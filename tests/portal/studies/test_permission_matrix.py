@@ -36,10 +36,11 @@ def _e(method: str, roles: tuple[str, ...], status: int, query: str = "") -> Exp
 EXPECTED: dict[str, Expect] = {
     # pages (POSTs are sent with an empty form: an allowed caller gets the form errors or a redirect)
     "study-overview": _e("GET", (C, E, R), 200),
-    "study-settings": _e("GET", (C,), 200),
+    "study-settings": _e("GET", (C, E), 200),
     "study-set-status": _e("POST", (C,), 400),
     "study-set-audio-policy": _e("POST", (C,), 400),
-    "study-set-approvals": _e("POST", (C,), 400),
+    "study-set-approvals": _e("POST", (E,), 400),
+    "study-confirm-approvals": _e("POST", (E,), 400),
     "study-set-approval-second-factor": _e("POST", (C,), 302),
     "study-set-carry-over-approvals": _e("POST", (C,), 302),
     "study-publish-agreement": _e("POST", (C,), 400),
@@ -59,6 +60,8 @@ EXPECTED: dict[str, Expect] = {
     "study-consent-document-file": _e("GET", (C, E), 200),
     "study-accept-consent-document": _e("POST", (E,), 302),
     # API
+    "api-approval-policy-list": _e("GET", (C, E), 200),
+    "api-approval-policy-confirm": _e("POST", (E,), 400),
     "api-headset-list": _e("GET", (C, E), 200),
     "api-headset-detail": _e("GET", (C, E), 200),
     "api-headset-import-csv": _e("POST", (C,), 400),
@@ -75,6 +78,7 @@ EXPECTED: dict[str, Expect] = {
 }
 # Write actions that share a URL with a read: checked with POST as well.
 EXPECTED_POST_ON_LIST = {
+    "api-approval-policy-list": _e("POST", (E,), 400),
     "study-headsets": _e("POST", (C,), 400),
     "api-headset-list": _e("POST", (C,), 400),
     "api-demonstrator-list": _e("POST", (C,), 201),

@@ -2,10 +2,10 @@ import pytest
 
 from portal.audit.models import AuditEvent
 from portal.studies.exceptions import RegistryError
+from portal.studies.services.approval_policy import set_approvals_required
 from portal.studies.services.study import (
     current_data_use_agreement,
     publish_data_use_agreement,
-    set_approvals_required,
     set_audio_policy,
     set_study_status,
 )
@@ -57,14 +57,14 @@ def test_data_use_agreement_versions(study, coordinator):
     assert AuditEvent.objects.filter(action="study.data_use_agreement_published").count() == 2
 
 
-def test_approvals_required_is_audited_and_at_least_one(study, coordinator):
-    set_approvals_required(coordinator, study, 3)
+def test_approvals_required_is_audited_and_at_least_one(study, ethics):
+    set_approvals_required(ethics, study, 3)
     study.refresh_from_db()
     assert study.approvals_required == 3
     event = AuditEvent.objects.get(action="study.approvals_required_changed")
     assert (event.before["approvals_required"], event.after["approvals_required"]) == (2, 3)
     with pytest.raises(RegistryError, match="at least one"):
-        set_approvals_required(coordinator, study, 0)
+        set_approvals_required(ethics, study, 0)
 
 
 def test_the_approval_second_factor_setting_is_a_coordinators_audited_change(make_study, make_user, client):
