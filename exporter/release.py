@@ -12,6 +12,8 @@ import base64
 import binascii
 import hashlib
 import json
+import os
+import stat
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -20,7 +22,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from exporter.jsonfile import json_bytes
-from exporter.receipt import RECEIPT, file_digest, folder_files
+from exporter.receipt import RECEIPT, file_digest
 
 MANIFEST = "release-manifest.json"
 SIGNATURE = "release-manifest.json.sig"
@@ -218,17 +220,26 @@ def read_signed_manifest(path: Path, public_key: Ed25519PublicKey, *, signature:
     """The manifest at ``path`` once its signature (``<path>.sig``, or ``signature``) checks with ``public_key``
     and its own digests agree; ``ReleaseProblem`` otherwise."""
     path = Path(path)
-    name, signature_name = path.name, f"{path.name}.sig"
-    try:
-        data = path.read_bytes()
-    except OSError:
-        raise ReleaseProblem(f"{name}: missing from {path.parent}") from None
+    data = _read_regular(path)
     if signature is None:
-        try:
-            signature = path.with_name(signature_name).read_bytes()
-        except OSError:
-            raise ReleaseProblem(f"{signature_name}: missing from {path.parent}") from None
-    return parse_signed_manifest(data, signature, public_key, name=name)
+        signature = _read_regular(path.with_name(f"{path.name}.sig"))
+    return parse_signed_manifest(data, signature, public_key, name=path.name)
+
+
+def _read_regular(path: Path) -> bytes:
+    """The bytes of a regular file, opened without following a link and without blocking (a FIFO in its place
+    would otherwise wait for a writer forever); ``ReleaseProblem`` naming it when it is missing or not a
+    regular file."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        raise ReleaseProblem(f"{path.name}: missing from {path.parent}") from None
+    except OSError:
+        raise ReleaseProblem(f"{path.name}: not a regular file") from None
+    with os.fdopen(descriptor, "rb") as stream:
+        if not stat.S_ISREG(os.fstat(stream.fileno()).st_mode):
+            raise ReleaseProblem(f"{path.name}: not a regular file")
+        return stream.read()
 
 
 def parse_signed_manifest(data: bytes, signature: bytes, public_key: Ed25519PublicKey, *,
@@ -249,8 +260,12 @@ def parse_signed_manifest(data: bytes, signature: bytes, public_key: Ed25519Publ
         shown = section_digest(section)
         files = manifest_files(manifest)
         approvals = manifest["approvals"] if schema == SCHEMA else []
+        seen = set()
         for item in files:
-            _safe_path(item.get("path"), name)
+            path = _safe_path(item.get("path"), name)
+            if path in seen:
+                raise ReleaseProblem(f"{name}: file path {path!r} is listed more than once")
+            seen.add(path)
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ReleaseProblem(f"{name}: not a release or dataset manifest ({exc})") from None
     if manifest.get("manifest_sha256") != shown:
@@ -273,6 +288,25 @@ def _safe_path(name: Any, manifest: str = MANIFEST) -> str:
     return name
 
 
+def _folder_entries(root: Path) -> tuple[set[str], set[str]]:
+    """Every entry under ``root`` as relative ``/``-separated paths, links never followed: what is not a folder
+    (regular files, links, FIFOs, sockets, devices), and the folders."""
+    others: set[str] = set()
+    folders: set[str] = set()
+    pending = [(root, "")]
+    while pending:
+        directory, prefix = pending.pop()
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                name = f"{prefix}{entry.name}"
+                if entry.is_dir(follow_symlinks=False):
+                    folders.add(name)
+                    pending.append((Path(entry.path), f"{name}/"))
+                else:
+                    others.add(name)
+    return others, folders
+
+
 def check_file(path: Path, entry: dict[str, Any]) -> str | None:
     """What is wrong with the file at ``path`` against its manifest ``entry``, or None when it matches."""
     if path.is_symlink() or not path.is_file():
@@ -291,7 +325,8 @@ def check_files(folder: Path, manifest: dict[str, Any]) -> None:
     dataset = manifest.get("schema") == DATASET_SCHEMA
     own = {DATASET_MANIFEST, DATASET_SIGNATURE} if dataset else {MANIFEST, SIGNATURE}
     listed = {item["path"]: item for item in manifest_files(manifest)}
-    present = set(folder_files(folder)) - own
+    present, folders = _folder_entries(folder)
+    present -= own
     for name in sorted(listed):
         if name not in present:
             raise ReleaseProblem(f"{name}: missing")
@@ -301,6 +336,10 @@ def check_files(folder: Path, manifest: dict[str, Any]) -> None:
     extra = sorted(present - listed.keys())
     if extra:
         raise ReleaseProblem(f"{extra[0]}: extra file not in the manifest")
+    needed = {str(parent) for name in listed for parent in PurePosixPath(name).parents if str(parent) != "."}
+    empty = sorted(folders - needed)
+    if empty:
+        raise ReleaseProblem(f"{empty[0]}/: extra folder holding no file of the manifest")
     if dataset:
         receipt = listed.get(DATASET_RECEIPT)
         if receipt is None or receipt["sha256"] != manifest["dataset"]["dataset_receipt_sha256"]:
