@@ -80,6 +80,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "portal.core.middleware.AdminScopeMiddleware",
+    "portal.core.integers.ApiLookupMiddleware",
     # Last, as axes requires: turns a locked-out login attempt into the lockout page.
     "axes.middleware.AxesMiddleware",
 ]

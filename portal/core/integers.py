@@ -7,7 +7,8 @@ it), unless a field says tighter. Out of range is a bad request (400) naming the
 
 - URLs: ``<uint:name>`` (registered here) instead of ``<int:name>``;
 - pages: ``parse_int`` for a value read by hand, ``IntegerField`` for a form field;
-- the API: ``api_integer`` for a serializer field (DRF answers its ``ValidationError`` with 400), and
+- the API: ``api_integer`` for a serializer field (DRF answers its ``ValidationError`` with 400),
+  ``ApiLookupMiddleware`` for the numbered lookups of DRF's routes (regular expressions the router makes), and
   ``IntegerOutOfRange`` raised anywhere is answered 400 by ``api_exception_handler``.
 """
 
@@ -17,6 +18,7 @@ from typing import Any
 
 from django import forms
 from django.core.exceptions import BadRequest
+from django.http import JsonResponse
 from django.urls import register_converter
 
 MAX_INT = 2**31 - 1
@@ -74,3 +76,31 @@ class BoundedIntConverter:
 
 
 register_converter(BoundedIntConverter, "uint")
+
+
+# The URL arguments of DRF's routes that hold numbers: lookups (``pk``, ``number``, ``seq``) and the review's
+# ``episode_index``.
+API_NUMBERED_LOOKUPS = frozenset({"pk", "number", "seq", "episode_index"})
+
+
+class ApiLookupMiddleware:
+    """The API's numbered lookups range-checked before the view runs (whatever the method): a number past
+    ``MAX_INT`` is answered 400 with JSON naming it. Other text (``pk`` ``abc``) is left to the view's lookup."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        return self.get_response(request)
+
+    def process_view(self, request, view_func, view_args, view_kwargs):
+        if not hasattr(view_func, "cls"):  # pages: their routes use <uint:>
+            return None
+        for name in sorted(API_NUMBERED_LOOKUPS & view_kwargs.keys()):
+            value = view_kwargs[name]
+            if isinstance(value, str) and value.isascii() and value.isdigit():
+                try:
+                    parse_int(value, f"{name} in the address")
+                except IntegerOutOfRange as exc:
+                    return JsonResponse({"detail": str(exc)}, status=400)
+        return None

@@ -137,3 +137,25 @@ def test_page_forms_and_queries_answer_400_or_a_form_error(client, study):
     assert answers["dataset from ticked items"].status_code == 400
     assert answers["dataset from ticked index"].status_code == 400
     assert RoleGrant.objects.count() == grants
+
+
+NUMBERED_API_ARGUMENTS = {"pk", "number", "seq", "episode_index"}
+
+
+def test_every_numbered_api_route_answers_a_huge_number_with_400(client):
+    """The API's routes come from DRF's router (regular expressions, not ``<uint:>``): their numbered lookups
+    are checked by ``BoundedApiLookups`` before any query."""
+    routes = [route for route in all_routes() if route.route.startswith("api/")
+              and NUMBERED_API_ARGUMENTS & set(route.arguments)]
+    assert len(routes) >= 20, "the walk found the numbered API routes"
+    wrong = []
+    for route in routes:
+        for number in (HUGE, PAST_INTEGER):
+            values = {name: number for name in route.arguments}
+            values["study_code"] = "s1"
+            url = url_of(route, values)
+            for method in ("get", "post"):
+                response = getattr(client, method)(url)
+                if response.status_code != 400 or "must be between 0 and 2147483647" not in response.json()["detail"]:
+                    wrong.append(f"{method.upper()} {url}: {response.status_code}")
+    assert not wrong, "\n".join(wrong)
