@@ -257,6 +257,7 @@ def parse_signed_manifest(data: bytes, signature: bytes, public_key: Ed25519Publ
             raise ValueError(f"schema {schema!r} version {manifest.get('version')!r}, expected {SCHEMA!r} or "
                              f"{DATASET_SCHEMA!r} version {VERSION}")
         section = manifest["release" if schema == SCHEMA else "dataset"]
+        _check_fields(manifest, schema)
         shown = section_digest(section)
         files = manifest_files(manifest)
         approvals = manifest["approvals"] if schema == SCHEMA else []
@@ -276,6 +277,34 @@ def parse_signed_manifest(data: bytes, signature: bytes, public_key: Ed25519Publ
             raise ReleaseProblem(f"{name}: the approval of {approval.get('officer')!r} names another "
                                  f"manifest ({approval.get('manifest_sha256')})")
     return manifest
+
+
+def _check_fields(manifest: dict[str, Any], schema: str) -> None:
+    """The fields verification and ``verify-release``'s summary read, with their types: a manifest signed by
+    a key someone was handed is still hostile input. ``ValueError`` naming the first wrong one."""
+    section = manifest["release" if schema == SCHEMA else "dataset"]
+    for field in ("study", "release_id" if schema == SCHEMA else "dataset_id"):
+        if not isinstance(section.get(field), str):
+            raise ValueError(f"{field} is not a string")
+    episodes = section.get("episodes")
+    if not isinstance(episodes, list) or not all(isinstance(episode, dict) for episode in episodes):
+        raise ValueError("episodes is not a list of objects")
+    if schema == SCHEMA:
+        approvals = manifest.get("approvals")
+        if not isinstance(approvals, list) or not all(isinstance(approval, dict) for approval in approvals):
+            raise ValueError("approvals is not a list of objects")
+        for episode in episodes:
+            index = episode.get("episode_index")
+            if type(index) is not int or index < 0 or not isinstance(episode.get("receipt_sha256"), str) \
+                    or not isinstance(episode.get("files"), list):
+                raise ValueError(f"episode {index!r} needs a whole episode_index, a receipt_sha256 and files")
+    elif not isinstance(section.get("files"), list) or not isinstance(section.get("dataset_receipt_sha256"), str):
+        raise ValueError("the dataset needs files and a dataset_receipt_sha256")
+    for item in manifest_files(manifest):
+        size = item.get("bytes") if isinstance(item, dict) else None
+        if type(size) is not int or size < 0 or not isinstance(item.get("sha256"), str):
+            shown = item.get("path") if isinstance(item, dict) else item
+            raise ValueError(f"file {shown!r} needs a whole number of bytes and a sha256")
 
 
 def _safe_path(name: Any, manifest: str = MANIFEST) -> str:

@@ -137,3 +137,38 @@ def test_a_missing_manifest_is_still_named_missing(release, key):
     (release / MANIFEST).unlink()
     with pytest.raises(ReleaseProblem, match=r"^release-manifest\.json: missing from "):
         verify_release(release, key.public_key())
+
+
+def _signed(folder: Path, key: Ed25519PrivateKey, change) -> Path:
+    """The release's manifest changed by ``change`` and signed again with ``key`` (a key the user was handed
+    by a hostile portal): the signature holds, the content must still be checked as input."""
+    import json
+
+    manifest = json.loads((folder / MANIFEST).read_bytes())
+    change(manifest)
+    manifest["manifest_sha256"] = section_digest(manifest["release"])
+    for approval in manifest["approvals"] if isinstance(manifest["approvals"], list) else []:
+        approval["manifest_sha256"] = manifest["manifest_sha256"]
+    data = json.dumps(manifest).encode()
+    (folder / MANIFEST).write_bytes(data)
+    (folder / SIGNATURE).write_bytes(sign(key, data))
+    return folder
+
+
+@pytest.mark.parametrize(("change", "problem"), [
+    (lambda m: m["release"]["episodes"][0].update(episode_index="3"), "episode '3' needs a whole episode_index"),
+    (lambda m: m["release"]["episodes"][0].update(episode_index=True), "episode True needs a whole episode_index"),
+    (lambda m: m["release"].pop("release_id"), "release_id is not a string"),
+    (lambda m: m.update(approvals={"officer": "x"}), "approvals is not a list of objects"),
+    (lambda m: m["release"]["episodes"][0]["files"][0].update(bytes="44"),
+     "file 'episode-000003/ceres/browser-export-receipt.json' needs a whole number of bytes and a sha256"),
+    (lambda m: m["release"]["episodes"][0]["files"][0].pop("sha256"), "needs a whole number of bytes and a sha256"),
+])
+def test_a_signed_manifest_with_wrong_field_types_is_named_not_a_traceback(release, key, capsys, change, problem):
+    import base64
+
+    _signed(release, key, change)
+    public = base64.b64encode(public_key_raw(key.public_key())).decode()
+    assert main(["verify-release", str(release), "--public-key", public]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("problem: release-manifest.json: not a release or dataset manifest (") and problem in out
