@@ -35,9 +35,11 @@ def parse_int(value: Any, what: str, *, low: int = 0, high: int = MAX_INT) -> in
         raise IntegerOutOfRange(f"{what} must be a whole number, not {value!r}")
     if isinstance(value, str):
         text = value.strip()
-        if not text.isascii() or not text.lstrip("-").isdigit() or len(text) > 20:
-            shown = text if len(text) <= 40 else text[:40] + "…"
+        shown = text if len(text) <= 40 else text[:40] + "…"
+        if not text.isascii() or not text.removeprefix("-").isdigit():
             raise IntegerOutOfRange(f"{what} must be a whole number, not {shown!r}")
+        if len(text) > 20:  # past any bound, and not worth converting
+            raise IntegerOutOfRange(f"{what} must be between {low} and {high}, not {shown}")
         value = int(text)
     if not isinstance(value, int):
         raise IntegerOutOfRange(f"{what} must be a whole number, not {value!r}")

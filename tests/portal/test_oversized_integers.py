@@ -81,6 +81,20 @@ def test_the_400_page_is_in_the_layout_and_names_the_number(client):
     assert 'href="/"' in text  # the layout's navigation
 
 
+def test_parse_int_names_what_is_wrong():
+    from portal.core.integers import IntegerOutOfRange, parse_int
+
+    assert parse_int(" 2147483647 ", "n") == MAX_INT
+    for value, message in [("2147483648", "n must be between 0 and 2147483647, not 2147483648"),
+                           ("9" * 50, f"n must be between 0 and 2147483647, not {'9' * 40}…"),
+                           ("-1", "n must be between 0 and 2147483647, not -1"),
+                           ("1.5", "n must be a whole number, not '1.5'"), ("", "n must be a whole number, not ''"),
+                           ("١٢", "n must be a whole number, not '١٢'"), (True, "n must be a whole number, not True")]:
+        with pytest.raises(IntegerOutOfRange) as refused:
+            parse_int(value, "n")
+        assert str(refused.value) == message
+
+
 def test_the_largest_number_is_still_a_number(client):
     """At the bound the number is looked up as any other: not found."""
     assert client.get(f"/studies/s1/releases/{MAX_INT}/").status_code == 404
