@@ -18,8 +18,11 @@ import argparse
 import dataclasses
 import hashlib
 import json
+import math
 import os
+import re
 import shutil
+import string
 import tempfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -234,18 +237,29 @@ def _read_shard(path: Path, tasks: dict[str, list[str]], features: dict[str, dic
     problems, _ = check_artefacts(path, RECEIPT, names=[n for n in names if not str(n).startswith(_LARGE)])
     if problems:
         raise _fails_receipt(path, problems)
-    info = json.loads((path / "meta/info.json").read_text(encoding="utf-8"))
+    # Everything a path is made from is checked before anything is written: the receipt's own fields and
+    # paths, info.json's templates and sizes, the episode row's indices.
+    for name in names:
+        _check_relative(name, "a receipt artefact path", path / RECEIPT)
+    index = _count(receipt.get("episode_index"), "episode_index", path / RECEIPT)
+    if not isinstance(receipt.get("episode_id"), str) or not receipt["episode_id"]:
+        raise AssemblyError("episode_id must be a non-empty string", path=str(path / RECEIPT))
+    info = _read_json(path / "meta/info.json")
+    _check_info(info, path / "meta/info.json")
     info["features"] = features.setdefault(json.dumps(info["features"], sort_keys=True), info["features"])
-    index = receipt["episode_index"]
     episodes_file = path / EPISODES_PATH.format(
         chunk_index=index // info["chunks_size"], file_index=index % info["chunks_size"]
     )
-    episodes = pq.ParquetFile(episodes_file)
-    own = [name for name in episodes.schema_arrow.names if not name.startswith("stats/")]
-    rows = episodes.read(columns=own).to_pylist()
-    if len(rows) != 1 or rows[0]["episode_index"] != index:
+    try:
+        episodes = pq.ParquetFile(episodes_file)
+        own = [name for name in episodes.schema_arrow.names if not name.startswith("stats/")]
+        rows = episodes.read(columns=own).to_pylist()
+    except (OSError, ValueError, pa.ArrowException) as exc:
+        raise AssemblyError(f"unreadable episode row: {exc}", path=str(episodes_file)) from None
+    if len(rows) != 1 or rows[0].get("episode_index") != index:
         raise AssemblyError(f"expected one row for episode {index}", path=str(episodes_file))
-    metadata = json.loads((path / EPISODE_METADATA).read_text(encoding="utf-8"))
+    _check_episode_row(rows[0], info, episodes_file)
+    metadata = _read_json(path / EPISODE_METADATA)
     digests = {a["path"]: a["sha256"] for a in receipt["artefacts"]}
     tasks_key = digests.get("meta/tasks.parquet", str(path))
     if tasks_key not in tasks:
@@ -262,6 +276,100 @@ def _read_shard(path: Path, tasks: dict[str, list[str]], features: dict[str, dic
     )
     _check_artefacts(shard, names)
     return shard
+
+
+_TEMPLATE_FIELDS = {"data_path": {"chunk_index", "file_index"},
+                    "video_path": {"video_key", "chunk_index", "file_index"}}
+_TEMPLATE_PLACES = {"data_path": ("data/", ".parquet"), "video_path": ("videos/", ".mp4")}
+_INDEX_FORMAT = re.compile(r"(0?[1-9][0-9]?)?d?")  # "", "03d", "3", "d": a bounded width, digits only
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_bytes())
+    except (OSError, ValueError) as exc:
+        raise AssemblyError(f"unreadable JSON: {exc}", path=str(path)) from None
+
+
+def _count(value: Any, what: str, where: Path, *, low: int = 0) -> int:
+    """``value`` when it is a whole number (not a boolean) of at least ``low``; ``AssemblyError`` otherwise."""
+    if type(value) is not int or value < low:
+        raise AssemblyError(f"{what} must be a whole number of at least {low}, not {value!r}", path=str(where))
+    return value
+
+
+def _check_relative(name: Any, what: str, where: Path) -> str:
+    """A relative ``/``-separated path that stays in its folder: no absolute path, ``..``, ``.``, empty part,
+    backslash or control character."""
+    if (not isinstance(name, str) or not name or name.startswith("/") or "\\" in name
+            or any(part in ("", ".", "..") for part in name.split("/"))
+            or any(ord(char) < 32 or ord(char) == 127 for char in name)):
+        raise AssemblyError(f"{what} {name!r} is not a relative path inside the folder", path=str(where))
+    return name
+
+
+def _check_info(info: Any, where: Path) -> None:
+    """``meta/info.json`` as assembly uses it: ``chunks_size`` a positive whole number, ``fps`` a positive number,
+    ``features`` names with a dtype and a shape, and the path templates (``video_path`` when a feature is a
+    video) using only their own fields, each expanding to a path inside the dataset for every video key."""
+    if not isinstance(info, dict):
+        raise AssemblyError("not a JSON object", path=str(where))
+    _count(info.get("chunks_size"), "chunks_size", where, low=1)
+    fps = info.get("fps")
+    if type(fps) not in (int, float) or not math.isfinite(fps) or fps <= 0:
+        raise AssemblyError(f"fps must be a positive number, not {fps!r}", path=str(where))
+    features = info.get("features")
+    if not isinstance(features, dict) or not features:
+        raise AssemblyError("features must be a non-empty object", path=str(where))
+    for name, spec in features.items():
+        shape = spec.get("shape") if isinstance(spec, dict) else None
+        if (not isinstance(spec, dict) or not isinstance(spec.get("dtype"), str) or not isinstance(shape, list)
+                or not shape or not all(type(size) is int and size >= 1 for size in shape)):
+            raise AssemblyError(f"feature {name!r} needs a dtype and a shape of positive whole numbers",
+                                path=str(where))
+    video_keys = [name for name, spec in features.items() if spec["dtype"] == "video"]
+    for key in video_keys:
+        if len(features[key]["shape"]) != 3:
+            raise AssemblyError(f"video feature {key!r} needs a shape of height, width and channels", path=str(where))
+    for template, keys in (("data_path", [None]), ("video_path", video_keys)):
+        if not keys:
+            continue
+        text = info.get(template)
+        if not isinstance(text, str):
+            raise AssemblyError(f"{template} must be a path template, not {text!r}", path=str(where))
+        try:
+            fields = [(field, spec, conversion) for _, field, spec, conversion in string.Formatter().parse(text)
+                      if field is not None]
+        except ValueError as exc:
+            raise AssemblyError(f"{template} {text!r} is not a path template: {exc}", path=str(where)) from None
+        for field, spec, conversion in fields:
+            if field not in _TEMPLATE_FIELDS[template] or conversion is not None or (
+                    field != "video_key" and not _INDEX_FORMAT.fullmatch(spec or "")) or (
+                    field == "video_key" and spec):
+                raise AssemblyError(f"{template} {text!r}: {{{field}}} is not one of its fields "
+                                    f"({', '.join(sorted(_TEMPLATE_FIELDS[template]))}) as a plain value",
+                                    path=str(where))
+        prefix, suffix = _TEMPLATE_PLACES[template]
+        for key in keys:
+            if key is not None and ("/" in key or key in (".", "..")):
+                raise AssemblyError(f"video feature name {key!r} cannot be a folder name", path=str(where))
+            place = text.format(chunk_index=0, file_index=0, video_key=key)
+            _check_relative(place, template, where)
+            if not place.startswith(prefix) or not place.endswith(suffix):
+                raise AssemblyError(f"{template} {text!r} must give a path under {prefix} ending in {suffix}",
+                                    path=str(where))
+
+
+def _check_episode_row(row: dict[str, Any], info: dict[str, Any], where: Path) -> None:
+    """The episode row's length and the indices its files are found and placed by: whole numbers, at least 0."""
+    video_keys = [name for name, spec in info["features"].items() if spec["dtype"] == "video"]
+    names = ["length", "dataset_from_index", "dataset_to_index"] + [
+        f"{prefix}/{part}" for prefix in ["data", "meta/episodes", *(f"videos/{key}" for key in video_keys)]
+        for part in ("chunk_index", "file_index")]
+    for name in names:
+        _count(row.get(name), name, where)
+    if row["dataset_to_index"] - row["dataset_from_index"] != row["length"]:
+        raise AssemblyError("dataset_to_index - dataset_from_index is not the episode's length", path=str(where))
 
 
 def _check_artefacts(shard: _Shard, paths: list[str]) -> None:
@@ -549,12 +657,17 @@ def _dataset_stats(shards: list[_Shard], gathered: _DatasetStats) -> dict[str, d
     stats = {}
     for name, spec in shards[0].info["features"].items():
         if spec["dtype"] == "video":
-            stats[name] = pooled_image_stats(
-                [json.loads((s.path / "meta/stats.json").read_text(encoding="utf-8"))[name] for s in shards]
-            )
+            stats[name] = pooled_image_stats([_camera_stats(s, name) for s in shards])
         else:
             stats[name] = gathered.stats(name)
     return stats
+
+
+def _camera_stats(shard: _Shard, name: str) -> Any:
+    stats = _read_json(shard.path / "meta/stats.json")
+    if not isinstance(stats, dict) or not isinstance(stats.get(name), dict):
+        raise AssemblyError(f"no statistics of {name}", path=str(shard.path / "meta/stats.json"))
+    return stats[name]
 
 
 def _assembly(shards: list[_Shard], episodes: list[AssembledEpisode], created: datetime) -> dict[str, Any]:

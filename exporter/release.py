@@ -12,6 +12,8 @@ import base64
 import binascii
 import hashlib
 import json
+import os
+import stat
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -20,7 +22,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from exporter.jsonfile import json_bytes
-from exporter.receipt import RECEIPT, file_digest, folder_files
+from exporter.receipt import RECEIPT, file_digest
 
 MANIFEST = "release-manifest.json"
 SIGNATURE = "release-manifest.json.sig"
@@ -218,17 +220,26 @@ def read_signed_manifest(path: Path, public_key: Ed25519PublicKey, *, signature:
     """The manifest at ``path`` once its signature (``<path>.sig``, or ``signature``) checks with ``public_key``
     and its own digests agree; ``ReleaseProblem`` otherwise."""
     path = Path(path)
-    name, signature_name = path.name, f"{path.name}.sig"
-    try:
-        data = path.read_bytes()
-    except OSError:
-        raise ReleaseProblem(f"{name}: missing from {path.parent}") from None
+    data = _read_regular(path)
     if signature is None:
-        try:
-            signature = path.with_name(signature_name).read_bytes()
-        except OSError:
-            raise ReleaseProblem(f"{signature_name}: missing from {path.parent}") from None
-    return parse_signed_manifest(data, signature, public_key, name=name)
+        signature = _read_regular(path.with_name(f"{path.name}.sig"))
+    return parse_signed_manifest(data, signature, public_key, name=path.name)
+
+
+def _read_regular(path: Path) -> bytes:
+    """The bytes of a regular file, opened without following a link and without blocking (a FIFO in its place
+    would otherwise wait for a writer forever); ``ReleaseProblem`` naming it when it is missing or not a
+    regular file."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        raise ReleaseProblem(f"{path.name}: missing from {path.parent}") from None
+    except OSError:
+        raise ReleaseProblem(f"{path.name}: not a regular file") from None
+    with os.fdopen(descriptor, "rb") as stream:
+        if not stat.S_ISREG(os.fstat(stream.fileno()).st_mode):
+            raise ReleaseProblem(f"{path.name}: not a regular file")
+        return stream.read()
 
 
 def parse_signed_manifest(data: bytes, signature: bytes, public_key: Ed25519PublicKey, *,
@@ -246,11 +257,16 @@ def parse_signed_manifest(data: bytes, signature: bytes, public_key: Ed25519Publ
             raise ValueError(f"schema {schema!r} version {manifest.get('version')!r}, expected {SCHEMA!r} or "
                              f"{DATASET_SCHEMA!r} version {VERSION}")
         section = manifest["release" if schema == SCHEMA else "dataset"]
+        _check_fields(manifest, schema)
         shown = section_digest(section)
         files = manifest_files(manifest)
         approvals = manifest["approvals"] if schema == SCHEMA else []
+        seen = set()
         for item in files:
-            _safe_path(item.get("path"), name)
+            path = _safe_path(item.get("path"), name)
+            if path in seen:
+                raise ReleaseProblem(f"{name}: file path {path!r} is listed more than once")
+            seen.add(path)
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ReleaseProblem(f"{name}: not a release or dataset manifest ({exc})") from None
     if manifest.get("manifest_sha256") != shown:
@@ -263,6 +279,34 @@ def parse_signed_manifest(data: bytes, signature: bytes, public_key: Ed25519Publ
     return manifest
 
 
+def _check_fields(manifest: dict[str, Any], schema: str) -> None:
+    """The fields verification and ``verify-release``'s summary read, with their types: a manifest signed by
+    a key someone was handed is still hostile input. ``ValueError`` naming the first wrong one."""
+    section = manifest["release" if schema == SCHEMA else "dataset"]
+    for field in ("study", "release_id" if schema == SCHEMA else "dataset_id"):
+        if not isinstance(section.get(field), str):
+            raise ValueError(f"{field} is not a string")
+    episodes = section.get("episodes")
+    if not isinstance(episodes, list) or not all(isinstance(episode, dict) for episode in episodes):
+        raise ValueError("episodes is not a list of objects")
+    if schema == SCHEMA:
+        approvals = manifest.get("approvals")
+        if not isinstance(approvals, list) or not all(isinstance(approval, dict) for approval in approvals):
+            raise ValueError("approvals is not a list of objects")
+        for episode in episodes:
+            index = episode.get("episode_index")
+            if type(index) is not int or index < 0 or not isinstance(episode.get("receipt_sha256"), str) \
+                    or not isinstance(episode.get("files"), list):
+                raise ValueError(f"episode {index!r} needs a whole episode_index, a receipt_sha256 and files")
+    elif not isinstance(section.get("files"), list) or not isinstance(section.get("dataset_receipt_sha256"), str):
+        raise ValueError("the dataset needs files and a dataset_receipt_sha256")
+    for item in manifest_files(manifest):
+        size = item.get("bytes") if isinstance(item, dict) else None
+        if type(size) is not int or size < 0 or not isinstance(item.get("sha256"), str):
+            shown = item.get("path") if isinstance(item, dict) else item
+            raise ValueError(f"file {shown!r} needs a whole number of bytes and a sha256")
+
+
 def _safe_path(name: Any, manifest: str = MANIFEST) -> str:
     if not isinstance(name, str) or not name:
         raise ReleaseProblem(f"{manifest}: a file path is not a non-empty string: {name!r}")
@@ -271,6 +315,25 @@ def _safe_path(name: Any, manifest: str = MANIFEST) -> str:
             or name in (MANIFEST, SIGNATURE, DATASET_MANIFEST, DATASET_SIGNATURE):
         raise ReleaseProblem(f"{manifest}: file path {name!r} leaves the folder or names a manifest")
     return name
+
+
+def _folder_entries(root: Path) -> tuple[set[str], set[str]]:
+    """Every entry under ``root`` as relative ``/``-separated paths, links never followed: what is not a folder
+    (regular files, links, FIFOs, sockets, devices), and the folders."""
+    others: set[str] = set()
+    folders: set[str] = set()
+    pending = [(root, "")]
+    while pending:
+        directory, prefix = pending.pop()
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                name = f"{prefix}{entry.name}"
+                if entry.is_dir(follow_symlinks=False):
+                    folders.add(name)
+                    pending.append((Path(entry.path), f"{name}/"))
+                else:
+                    others.add(name)
+    return others, folders
 
 
 def check_file(path: Path, entry: dict[str, Any]) -> str | None:
@@ -291,7 +354,8 @@ def check_files(folder: Path, manifest: dict[str, Any]) -> None:
     dataset = manifest.get("schema") == DATASET_SCHEMA
     own = {DATASET_MANIFEST, DATASET_SIGNATURE} if dataset else {MANIFEST, SIGNATURE}
     listed = {item["path"]: item for item in manifest_files(manifest)}
-    present = set(folder_files(folder)) - own
+    present, folders = _folder_entries(folder)
+    present -= own
     for name in sorted(listed):
         if name not in present:
             raise ReleaseProblem(f"{name}: missing")
@@ -301,6 +365,10 @@ def check_files(folder: Path, manifest: dict[str, Any]) -> None:
     extra = sorted(present - listed.keys())
     if extra:
         raise ReleaseProblem(f"{extra[0]}: extra file not in the manifest")
+    needed = {str(parent) for name in listed for parent in PurePosixPath(name).parents if str(parent) != "."}
+    empty = sorted(folders - needed)
+    if empty:
+        raise ReleaseProblem(f"{empty[0]}/: extra folder holding no file of the manifest")
     if dataset:
         receipt = listed.get(DATASET_RECEIPT)
         if receipt is None or receipt["sha256"] != manifest["dataset"]["dataset_receipt_sha256"]:

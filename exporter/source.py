@@ -12,6 +12,7 @@ import math
 import os
 import re
 import stat
+import struct
 import tempfile
 import unicodedata
 import zipfile
@@ -27,7 +28,16 @@ import av
 from exporter.errors import SourceError
 from exporter.journal import DROPPED_KEYS, JOURNAL, Journal, Segment, parse_journal
 from exporter.jsonfile import write_json
-from exporter.limits import MAX_JSON_DEPTH, MAX_MEMBER_DEPTH, MAX_NAME_BYTES, MAX_SOURCE_BYTES, MAX_SOURCE_ENTRIES
+from exporter.limits import (
+    EXPANSION_ALLOWANCE,
+    MAX_DIRECTORY_ENTRY_BYTES,
+    MAX_EXPANSION_RATIO,
+    MAX_JSON_DEPTH,
+    MAX_MEMBER_DEPTH,
+    MAX_NAME_BYTES,
+    MAX_SOURCE_BYTES,
+    MAX_SOURCE_ENTRIES,
+)
 from exporter.receipt import file_digest
 
 MANIFEST = "capture.json"
@@ -160,13 +170,24 @@ class FolderContainer(Container):
 
 
 class _Budget:
-    """What unpacking may still write: entries and bytes, counted as they come (an archive's directory can lie)."""
+    """What unpacking may still write: entries and bytes, counted as they come (an archive's directory can lie).
+    ``expansion``: for a ZIP, the most its members may expand to (``ratio`` times the archive's size)."""
 
     def __init__(self, max_bytes: int, max_entries: int):
         self.bytes_left = max_bytes
         self.entries_left = max_entries
         self.max_bytes = max_bytes
         self.max_entries = max_entries
+        self.expansion_left: int | None = None
+        self.ratio: int | None = None
+
+    def limit_expansion(self, archive_bytes: int, ratio: int | None) -> int | None:
+        """Bound what the archive's members may expand to; returns the bound (None: no ratio applies)."""
+        if ratio is None:
+            return None
+        self.ratio = ratio
+        self.expansion_left = max(ratio * archive_bytes, EXPANSION_ALLOWANCE)
+        return self.expansion_left
 
     def entry(self, name: str) -> None:
         self.entries_left -= 1
@@ -177,6 +198,10 @@ class _Budget:
         self.bytes_left -= count
         if self.bytes_left < 0:
             raise SourceError(f"expands to more than {self.max_bytes} bytes", path=name)
+        if self.expansion_left is not None:
+            self.expansion_left -= count
+            if self.expansion_left < 0:
+                raise SourceError(f"expands to more than {self.ratio} times the archive's size", path=name)
 
 
 def _copy_stream(source, target: Path, budget: _Budget, name: str) -> None:
@@ -187,7 +212,69 @@ def _copy_stream(source, target: Path, budget: _Budget, name: str) -> None:
             out.write(block)
 
 
-def _extract_zip(archive_path: Path, dest: Path, budget: _Budget) -> None:
+_EOCD = struct.Struct("<4s4H2LH")  # end of central directory: signature ... entries, directory size, offset
+_ZIP64_LOCATOR = struct.Struct("<4sLQL")
+_ZIP64_EOCD = struct.Struct("<4sQ2H2L4Q")
+_DIRECTORY_ENTRY = struct.Struct("<4s4s2H16x3H12x")  # signature, versions, flags, method; name/extra/comment lengths
+
+
+def _scan_directory(archive_path: Path, budget: _Budget) -> None:
+    """Check a ZIP's central directory before ``zipfile`` reads it (it builds an object per entry, whatever the
+    count): the entry count and the directory's size from the end-of-central-directory record (and its ZIP64
+    form), then each entry's header walked in place, so a record that under-counts cannot get more entries past,
+    and a name the archive flags as UTF-8 (bit 11) that is not is named. Anything else unreadable is left to
+    ``zipfile`` to report."""
+    size = archive_path.stat().st_size
+    with archive_path.open("rb") as stream:
+        tail_start = max(0, size - (_EOCD.size + 0xFFFF))
+        stream.seek(tail_start)
+        tail = stream.read()
+        at = tail.rfind(b"PK\x05\x06")
+        if at < 0 or len(tail) - at < _EOCD.size:
+            return
+        _, _, _, _, entries, directory_bytes, _, _ = _EOCD.unpack_from(tail, at)
+        end = tail_start + at  # where the directory ends
+        if at >= _ZIP64_LOCATOR.size + _ZIP64_EOCD.size:
+            signature, _, _, _ = _ZIP64_LOCATOR.unpack_from(tail, at - _ZIP64_LOCATOR.size)
+            record_at = at - _ZIP64_LOCATOR.size - _ZIP64_EOCD.size
+            record = _ZIP64_EOCD.unpack_from(tail, record_at)
+            if signature == b"PK\x06\x07" and record[0] == b"PK\x06\x06":
+                entries, directory_bytes = max(entries, record[7]), max(directory_bytes, record[8])
+                end = tail_start + record_at
+        name = archive_path.name
+        if entries > budget.max_entries:
+            raise SourceError(f"its directory lists {entries} entries; more than {budget.max_entries} entries are "
+                              f"not allowed", path=name)
+        if directory_bytes > budget.max_entries * MAX_DIRECTORY_ENTRY_BYTES:
+            raise SourceError(f"its directory takes {directory_bytes} bytes, more than {budget.max_entries} entries "
+                              f"may take", path=name)
+        if directory_bytes > end:
+            return
+        stream.seek(end - directory_bytes)
+        directory = stream.read(directory_bytes)
+    position, count = 0, 0
+    while position + _DIRECTORY_ENTRY.size <= len(directory):
+        signature, _, flags, _, name_length, extra_length, comment_length = \
+            _DIRECTORY_ENTRY.unpack_from(directory, position)
+        if signature != b"PK\x01\x02":
+            return
+        count += 1
+        if count > budget.max_entries:
+            raise SourceError(f"its directory holds more than {budget.max_entries} entries", path=name)
+        raw = directory[position + _DIRECTORY_ENTRY.size:position + _DIRECTORY_ENTRY.size + name_length]
+        if flags & 0x800:
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError:
+                shown = _printable(raw.decode("utf-8", "backslashreplace"))
+                raise SourceError("the entry's name is not valid UTF-8, though the archive flags it as UTF-8",
+                                  path=shown) from None
+        position += _DIRECTORY_ENTRY.size + name_length + extra_length + comment_length
+
+
+def _extract_zip(archive_path: Path, dest: Path, budget: _Budget, max_ratio: int | None = None) -> None:
+    _scan_directory(archive_path, budget)
+    expansion = budget.limit_expansion(archive_path.stat().st_size, max_ratio)
     try:
         with zipfile.ZipFile(archive_path) as archive:
             infos = archive.infolist()
@@ -197,6 +284,9 @@ def _extract_zip(archive_path: Path, dest: Path, budget: _Budget) -> None:
             if declared > budget.max_bytes:
                 raise SourceError(f"declares {declared} bytes, more than the limit of {budget.max_bytes}",
                                   path=archive_path.name)
+            if expansion is not None and declared > expansion:
+                raise SourceError(f"declares {declared} bytes, more than {max_ratio} times the archive's size "
+                                  f"({archive_path.stat().st_size} bytes)", path=archive_path.name)
             members = [(info, name) for info in infos if (name := zip_member_name(info)) is not None]
             names = [name for _, name in members]  # folder entries are left out: folders are made as needed
             repeated = [name for name, count in Counter(names).items() if count > 1]
@@ -206,6 +296,10 @@ def _extract_zip(archive_path: Path, dest: Path, budget: _Budget) -> None:
             for info, name in members:
                 with archive.open(info) as member:
                     _copy_stream(member, dest.joinpath(*name.split("/")), budget, name)
+    except UnicodeDecodeError as exc:  # a name flagged UTF-8 that the scan above did not reach
+        shown = _printable(bytes(exc.object).decode("utf-8", "backslashreplace"))
+        raise SourceError("an entry's name is not valid UTF-8, though the archive flags it as UTF-8",
+                          path=shown) from None
     except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError, EOFError) as exc:
         raise SourceError(f"unreadable ZIP archive: {exc}", path=archive_path.name) from None
 
@@ -224,8 +318,9 @@ def _copy_folder(folder: Path, dest: Path, budget: _Budget) -> None:
 
 
 def unpack_source(source: Path, dest: Path, *, max_bytes: int = MAX_SOURCE_BYTES,
-                  max_entries: int = MAX_SOURCE_ENTRIES) -> Path:
-    """Copy a capture source folder or ZIP into ``dest`` (new); returns the folder holding capture.json."""
+                  max_entries: int = MAX_SOURCE_ENTRIES, max_ratio: int | None = MAX_EXPANSION_RATIO) -> Path:
+    """Copy a capture source folder or ZIP into ``dest`` (new); returns the folder holding capture.json.
+    ``max_ratio``: how many times its own size a ZIP may expand to (beyond ``EXPANSION_ALLOWANCE``; None: any)."""
     budget = _Budget(max_bytes, max_entries)
     dest.mkdir(parents=True)
     if source.is_symlink():
@@ -235,7 +330,7 @@ def unpack_source(source: Path, dest: Path, *, max_bytes: int = MAX_SOURCE_BYTES
     elif source.is_file() and source.stat().st_size == 0:
         raise SourceError("empty file (0 bytes)", path=source.name)
     elif source.is_file() and zipfile.is_zipfile(source):
-        _extract_zip(source, dest, budget)
+        _extract_zip(source, dest, budget, max_ratio)
     else:
         raise SourceError("not a capture source folder or ZIP archive", path=source.name)
     if not (dest / MANIFEST).exists():

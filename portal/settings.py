@@ -80,6 +80,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "portal.core.middleware.AdminScopeMiddleware",
+    "portal.core.integers.ApiLookupMiddleware",
     # Last, as axes requires: turns a locked-out login attempt into the lockout page.
     "axes.middleware.AxesMiddleware",
 ]
@@ -423,6 +424,10 @@ CERES_MAX_SOURCE_BYTES = env_int("CERES_MAX_SOURCE_BYTES", source_limits.MAX_SOU
                                  maximum=source_limits.MAX_SOURCE_BYTES)
 CERES_MAX_SOURCE_ENTRIES = env_int("CERES_MAX_SOURCE_ENTRIES", source_limits.MAX_SOURCE_ENTRIES, minimum=3,
                                    maximum=source_limits.MAX_SOURCE_ENTRIES)
+# How many times its own size a capture ZIP may expand to (beyond a 4 MiB allowance): refused before, or as soon
+# as, a member passes it.
+CERES_MAX_SOURCE_EXPANSION = env_int("CERES_MAX_SOURCE_EXPANSION", source_limits.MAX_EXPANSION_RATIO, minimum=1,
+                                     maximum=source_limits.MAX_EXPANSION_RATIO)
 CERES_EXPORT_LEASE_SECONDS = env_int("CERES_EXPORT_LEASE_SECONDS", 600, minimum=1)
 
 # The Ed25519 key that signs release manifests: its 32-byte private seed. Without it (dev machines) one is kept in

@@ -32,5 +32,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
 ]
 
-# 400, 404 and 500 use Django's handlers with templates/400.html, 404.html and 500.html.
+# 404 and 500 use Django's handlers with templates/404.html and 500.html.
+handler400 = core_views.bad_request
 handler403 = core_views.permission_denied

@@ -13,6 +13,7 @@ from rest_framework.throttling import ScopedRateThrottle
 from portal.access.permissions import studies_for
 from portal.accounts import services
 from portal.accounts.models import ApiToken
+from portal.core.integers import api_integer
 
 
 class ApiTokenSerializer(serializers.ModelSerializer):
@@ -26,7 +27,7 @@ class ApiTokenSerializer(serializers.ModelSerializer):
 class NewApiTokenSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=100)
     study = serializers.CharField(required=False, allow_null=True, help_text="Code of the one study it opens.")
-    days = serializers.IntegerField(required=False, help_text="Days until it expires (default and most: 90).")
+    days = api_integer(min_value=1, required=False, help_text="Days until it expires (default and most: 90).")
 
 
 class CreatedApiTokenSerializer(ApiTokenSerializer):

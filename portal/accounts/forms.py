@@ -4,13 +4,14 @@ from django import forms
 from django.conf import settings
 
 from portal.access.permissions import studies_for
+from portal.core import integers
 
 
 class TokenForm(forms.Form):
     name = forms.CharField(max_length=100, help_text="What the token is for, e.g. “lab workstation export script”.")
     study = forms.ModelChoiceField(queryset=None, required=False, empty_label="All my studies",
                                    help_text="Limit the token to one study.")
-    days = forms.IntegerField(min_value=1, label="Valid for (days)")
+    days = integers.IntegerField(min_value=1, label="Valid for (days)")
 
     def __init__(self, user, *args, **kwargs):
         super().__init__(*args, **kwargs)

@@ -5,5 +5,5 @@ from portal.audit import views
 urlpatterns = [
     path("", views.audit_list, name="audit-list"),
     path("export.csv", views.audit_export, name="audit-export"),
-    path("<int:seq>/", views.audit_event, name="audit-event"),
+    path("<uint:seq>/", views.audit_event, name="audit-event"),
 ]

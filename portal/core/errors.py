@@ -73,6 +73,10 @@ def api_exception_handler(exc: Exception, context: dict):
     from rest_framework.response import Response
     from rest_framework.views import exception_handler
 
+    from portal.core.integers import IntegerOutOfRange
+
     if isinstance(exc, ServiceError):
         return Response({"detail": str(exc), **exc.details()}, status=exc.status)
+    if isinstance(exc, IntegerOutOfRange):
+        return Response({"detail": str(exc)}, status=400)
     return exception_handler(exc, context)

@@ -45,6 +45,15 @@ def permission_denied(request: HttpRequest, exception: Exception | None = None) 
     return render(request, "403.html", context, status=403)
 
 
+def bad_request(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """400 in the portal's layout. A number out of range (``IntegerOutOfRange``, whose message the portal wrote)
+    is named; other reasons (Django's own, which may quote the request) are not shown."""
+    from portal.core.integers import IntegerOutOfRange
+
+    reason = str(exception) if isinstance(exception, IntegerOutOfRange) else ""
+    return render(request, "400.html", {"reason": reason}, status=400)
+
+
 def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
     """403 in the portal's layout when a form fails Django's CSRF check (CSRF_FAILURE_VIEW).
 

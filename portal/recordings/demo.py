@@ -44,10 +44,22 @@ class DemoRegistry:
     coordinator: object
     headset: Headset
     demonstrator: Demonstrator
-    consent: ConsentEvent
+    consent: ConsentEvent | None
+    # The demonstrator's withdrawal, when they withdrew: then there is no consent, and none is given again (a
+    # consent dated before the withdrawal cannot be recorded, and seeding must not undo a withdrawal).
+    withdrawal: ConsentEvent | None = None
+
+    @property
+    def withdrawn(self) -> str | None:
+        """Why captures can no longer be made for the demo demonstrator, or None while they can."""
+        if self.withdrawal is None:
+            return None
+        return f"demonstrator {self.demonstrator.designator} withdrew consent on {self.withdrawal.event_date}"
 
     def study_block(self, **overrides) -> dict:
         """What a recorder of this study writes into capture.json, optionally with claims changed."""
+        if self.consent is None:
+            raise DemoMissing(f"no capture can be made for the demo study: {self.withdrawn}")
         document = self.consent.document
         claims = {
             "headset_id": self.headset.headset_id,
@@ -62,7 +74,8 @@ class DemoRegistry:
 def demo_registry() -> DemoRegistry:
     """The demo study's headset, demonstrator and accepted consent, registered through the services if missing.
 
-    Safe to call again: what exists is reused.
+    Safe to call again: what exists is reused. After the demonstrator withdrew, consent is not given again: the
+    registry comes back without one and says why (``DemoRegistry.withdrawn``).
     """
     User = get_user_model()
     study = Study.objects.filter(code=STUDY_CODE).first()
@@ -86,8 +99,15 @@ def demo_registry() -> DemoRegistry:
         if not document.is_accepted:
             accept_consent_document(ethics, document)
         coverage = consent_coverage(demonstrator, today, ConsentEvent.Scope.EPISODE_RELEASE)
-        consent = coverage.event if coverage.covered else give_consent(
-            coordinator, demonstrator, document=document, consent_date=today - timedelta(days=CONSENT_AGE_DAYS),
-            scopes=[ConsentEvent.Scope.EPISODE_RELEASE, ConsentEvent.Scope.RAW_AUDIO_RETENTION])
+        withdrawal = ConsentEvent.objects.filter(
+            demonstrator=demonstrator, kind=ConsentEvent.Kind.WITHDRAWN).order_by("event_date", "pk").last()
+        if coverage.covered:
+            consent = coverage.event
+        elif withdrawal is not None:
+            consent = None
+        else:
+            consent = give_consent(
+                coordinator, demonstrator, document=document, consent_date=today - timedelta(days=CONSENT_AGE_DAYS),
+                scopes=[ConsentEvent.Scope.EPISODE_RELEASE, ConsentEvent.Scope.RAW_AUDIO_RETENTION])
     return DemoRegistry(study=study, coordinator=coordinator, headset=headset, demonstrator=demonstrator,
-                        consent=consent)
+                        consent=consent, withdrawal=None if coverage.covered else withdrawal)

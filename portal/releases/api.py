@@ -16,6 +16,7 @@ from portal.access.models import Role
 from portal.access.permissions import StudyScopedAPIMixin
 from portal.accounts.network import client_ip
 from portal.accounts.services import second_factor_passed_at
+from portal.core.integers import api_integer
 from portal.releases.models import Approval, Release, ReleaseItem, ReleaseRequest
 from portal.releases.services import approval, gate, publish, requests, review
 
@@ -86,7 +87,7 @@ class ReleaseRequestSerializer(ReleaseRequestListSerializer):
 
 
 class NewRequestSerializer(serializers.Serializer):
-    episodes = serializers.ListField(child=serializers.IntegerField(min_value=0), allow_empty=False,
+    episodes = serializers.ListField(child=api_integer(min_value=0), allow_empty=False,
                                      help_text="Episode indexes of verified episodes.")
     purpose = serializers.CharField(max_length=requests.PURPOSE_MAX_CHARS)
 

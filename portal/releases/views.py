@@ -20,7 +20,7 @@ from portal.access.models import Role
 from portal.access.permissions import study_view
 from portal.accounts.network import client_ip
 from portal.accounts.services import note_second_factor_passed, second_factor_passed_at
-from portal.core import storage
+from portal.core import integers, storage
 from portal.core.errors import refusals
 from portal.core.forms import date_input
 from portal.core.http import ranged_response
@@ -139,7 +139,8 @@ def release_new(request: HttpRequest, study) -> HttpResponse:
         if request.POST.get("all_matching") == "1":
             chosen = list(_candidates(filters).order_by(*EPISODE_ORDER))
         else:
-            indexes = [int(value) for value in request.POST.getlist("episodes") if value.isdigit()]
+            indexes = [integers.parse_int(value, "an episode index") for value in request.POST.getlist("episodes")
+                       if value]
             chosen = list(requests.releasable_episodes().filter(episode_index__in=indexes))
         with refusals(request, form=form) as outcome:
             made = requests.create_request(request.user, study, episodes=chosen, purpose=form.cleaned_data["purpose"])

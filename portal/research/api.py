@@ -17,6 +17,7 @@ from rest_framework.response import Response
 
 from portal.access.models import Role
 from portal.access.permissions import StudyScopedAPIMixin, api_rows_for, token_allows
+from portal.core.integers import api_integer
 from portal.releases.models import ReleaseItem, ReleaseRequest
 from portal.research.forms import BrowseFilter
 from portal.research.models import AccessRequest, Dataset, IssuedLink
@@ -60,7 +61,7 @@ class AgreementSerializer(serializers.Serializer):
 
 
 class AcceptSerializer(serializers.Serializer):
-    version = serializers.IntegerField(help_text="The version you read.")
+    version = api_integer(min_value=1, help_text="The version you read.")
     sha256 = serializers.CharField(help_text="SHA-256 of the exact text you read (the agreement's sha256).")
 
 
@@ -81,7 +82,7 @@ class AccessRequestSerializer(serializers.ModelSerializer):
 class NewAccessRequestSerializer(serializers.Serializer):
     study = serializers.CharField(help_text="The study's code.")
     purpose = serializers.CharField(max_length=access.PURPOSE_MAX_CHARS)
-    agreement_version = serializers.IntegerField()
+    agreement_version = api_integer(min_value=1)
     agreement_sha256 = serializers.CharField(help_text="SHA-256 of the agreement text you read and accept.")
 
 
@@ -319,8 +320,8 @@ class DatasetSerializer(serializers.ModelSerializer):
 
 
 class ChosenEpisodeSerializer(serializers.Serializer):
-    release = serializers.IntegerField(min_value=1, help_text="The release's number (release-NNNN).")
-    episode_index = serializers.IntegerField(min_value=0)
+    release = api_integer(min_value=1, help_text="The release's number (release-NNNN).")
+    episode_index = api_integer(min_value=0)
 
 
 class NewDatasetSerializer(serializers.Serializer):

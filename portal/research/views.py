@@ -24,7 +24,7 @@ from django_scopes import scope, scopes_disabled
 from exporter.release import MANIFEST, SIGNATURE
 from portal.access.models import Role
 from portal.access.permissions import active_roles, study_view
-from portal.core import storage
+from portal.core import integers, storage
 from portal.core.errors import refusals
 from portal.core.forms import date_input
 from portal.core.http import ranged_response
@@ -125,7 +125,7 @@ def download(request: HttpRequest, token: str) -> HttpResponse:
 
 
 class AgreementForm(forms.Form):
-    version = forms.IntegerField(widget=forms.HiddenInput)
+    version = integers.IntegerField(min_value=1, widget=forms.HiddenInput)
     sha256 = forms.CharField(widget=forms.HiddenInput, max_length=64)
     accept = forms.BooleanField(label="I have read the data-use agreement above and accept it", required=True)
 
@@ -432,8 +432,8 @@ def _chosen_items(request: HttpRequest, filters: BrowseFilter) -> list[ReleaseIt
     wanted = set()
     for value in request.POST.getlist("items"):
         number, _, index = value.partition(":")
-        if number.isdigit() and index.isdigit():
-            wanted.add((int(number), int(index)))
+        wanted.add((integers.parse_int(number, "a release number", low=1),
+                    integers.parse_int(index, "an episode index")))
     if not wanted:
         return []
     items = catalogue.released_items().filter(request__number__in={n for n, _ in wanted},

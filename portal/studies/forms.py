@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django import forms
 
+from portal.core import integers
 from portal.core.forms import date_input
 from portal.studies.models import ConsentDocument, ConsentEvent, Headset, Study
 
@@ -81,7 +82,7 @@ class StudyStatusForm(forms.Form):
 
 class AudioPolicyForm(forms.Form):
     audio_policy = forms.ChoiceField(choices=Study.AudioPolicy.choices)
-    retain_days = forms.IntegerField(min_value=1, required=False, help_text="Only for the retain-days policy.")
+    retain_days = integers.IntegerField(min_value=1, required=False, help_text="Only for the retain-days policy.")
 
 
 class ApprovalsForm(forms.Form):

@@ -196,3 +196,46 @@ def test_workers_that_ignore_term_are_killed_within_the_bound(data_dir, tmp_path
 
     assert "Stopping the portal, the workers and beat" in output.read_text()
     assert "Warm shutdown" not in log.read_text()[len(log_before):], "the hung workers never handled the TERM"
+
+
+WITHDRAW = """
+from django.utils import timezone
+from django_scopes import scope
+from portal.recordings.demo import demo_registry
+from portal.studies.models import ConsentEvent, Study
+from portal.studies.services.consent import withdraw_consent
+with scope(study=Study.objects.get(code="demo")):
+    withdrawal = ConsentEvent.objects.filter(kind=ConsentEvent.Kind.WITHDRAWN).first()
+    if withdrawal is None:
+        demo = demo_registry()
+        withdrawal = withdraw_consent(demo.coordinator, demo.demonstrator, withdrawal_date=timezone.localdate(),
+                                      reason="left the demo")
+    print(f"demonstrator {withdrawal.demonstrator.designator} withdrew consent on {withdrawal.event_date}")
+"""
+
+
+def test_the_demo_starts_again_after_its_demonstrator_withdrew(data_dir, tmp_path):
+    """The demo demonstrator withdraws (as anyone trying the demo may do on their page); run.sh still seeds,
+    says what it skipped, and starts. It used to stop in demo_recordings: "the consent date ... is not after
+    the withdrawal"."""
+    env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"), "LANG": "C.UTF-8",
+           "CERES_DATA_DIR": str(data_dir), "CERES_DEBUG": "1"}
+    python = str(REPO / ".venv" / "bin" / "python")
+    for command in (["migrate", "--no-input", "-v", "0"], ["demo_setup"]):
+        subprocess.run([python, "manage.py", *command], cwd=REPO, env=env, check=True, capture_output=True)
+    withdrawn = subprocess.run([python, "manage.py", "shell", "-c", WITHDRAW], cwd=REPO, env=env, check=True,
+                               capture_output=True, text=True).stdout.strip().splitlines()[-1]
+    assert withdrawn.startswith("demonstrator ") and " withdrew consent on " in withdrawn
+
+    port = free_port()
+    output = tmp_path / "run.out"
+    script, children = None, {}
+    try:
+        script, children = start_and_wait_until_ready(data_dir, port, output)
+        stop_and_wait_until_gone(script, children, SIGNALS["ctrl-c"][0], SIGNALS["ctrl-c"][1])
+    finally:
+        if script is not None:
+            kill_leftovers(script, children)
+    printed = output.read_text()
+    assert f"The demo {withdrawn}: recordings not ingested yet are skipped" in printed
+    assert "not after the withdrawal" not in printed and "Traceback" not in printed

@@ -104,7 +104,8 @@ def _ingest_local(actor, recording: Recording, source: Path) -> Recording:
     with tempfile.TemporaryDirectory(prefix="ceres-ingest-") as scratch:
         try:
             root = unpack_source(source, Path(scratch) / "source", max_bytes=settings.CERES_MAX_SOURCE_BYTES,
-                                 max_entries=settings.CERES_MAX_SOURCE_ENTRIES)
+                                 max_entries=settings.CERES_MAX_SOURCE_ENTRIES,
+                                 max_ratio=settings.CERES_MAX_SOURCE_EXPANSION)
             capture = read_capture(root)
         except SourceError as exc:
             return reject(actor, recording, f"invalid capture source: {exc}")

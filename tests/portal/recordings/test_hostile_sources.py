@@ -35,6 +35,21 @@ def _zip_bomb(path: Path, size: int) -> Path:
     return path
 
 
+def _zip_flagged_utf8(path: Path) -> Path:
+    """A member name flagged UTF-8 (bit 11) whose bytes are not UTF-8."""
+    _zip(path, {"capture.json": b"{}", "media/cafX.bin": b"x"})
+    data = bytearray(path.read_bytes())
+    for signature, flags_at, name_at in ((b"PK\x03\x04", 6, 30), (b"PK\x01\x02", 8, 46)):
+        position = data.find(signature)
+        while position >= 0:
+            if data[position + name_at:position + name_at + 14] == b"media/cafX.bin":
+                data[position + name_at:position + name_at + 14] = b"media/caf\xe9.bin"
+                data[position + flags_at + 1] |= 0x08
+            position = data.find(signature, position + 4)
+    path.write_bytes(bytes(data))
+    return path
+
+
 def _random_bytes(path: Path) -> Path:
     path.write_bytes(os.urandom(4096))
     return path
@@ -70,6 +85,9 @@ def _symlink_folder(folder: Path, make_capture, claims) -> Path:
     (lambda tmp, mc, c: _zip_bomb(tmp / "bomb.zip", 64 << 20),
      "bomb.zip: declares 67108864 bytes, more than the limit of 16777216"),
     (lambda tmp, mc, c: _oversized_folder(mc, c, 16 << 20), "padding.bin: expands to more than 16777216 bytes"),
+    (lambda tmp, mc, c: _zip_bomb(tmp / "ratio.zip", 8 << 20), "more than 100 times the archive's size"),
+    (lambda tmp, mc, c: _zip_flagged_utf8(tmp / "names.zip"),
+     "media/caf\\xe9.bin: the entry's name is not valid UTF-8, though the archive flags it as UTF-8"),
     (lambda tmp, mc, c: _random_bytes(tmp / "random.zip"), "not a capture source folder or ZIP archive"),
     (lambda tmp, mc, c: _empty(tmp / "empty.zip"), "empty file (0 bytes)"),
     (lambda tmp, mc, c: _zip(tmp / "file-and-folder.zip", {"capture.json": b"{}", "capture.json/x": b"x"}),

@@ -26,13 +26,13 @@ class Command(BaseCommand):
     def handle(self, *args, out: Path | None, seconds: float, seed: int, **options):
         try:
             demo = demo_registry()
+            study = demo.study_block()
         except DemoMissing as exc:
             raise CommandError(str(exc)) from None
         recorded_at = datetime.now(UTC).replace(microsecond=0)
         capture_id = f"demo-capture-{recorded_at:%Y%m%d-%H%M%S}"
         out = Path(out or f"{capture_id}.zip")
         folder = out.with_suffix("") if out.suffix == ".zip" else out
-        study = demo.study_block()
         try:
             archive = generate_capture(folder, seconds=seconds, rate_hz=30, seed=seed, capture_id=capture_id,
                                        study=study, recorded_at=recorded_at, zip_output=True)

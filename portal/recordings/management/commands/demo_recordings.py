@@ -27,17 +27,24 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
         study = demo.study
         plans = [
-            ("demo-kitchen-0001", demo.study_block(), {"microphone": "track"}),
-            ("demo-kitchen-0002", demo.study_block(), {"aligned": False}),
-            ("demo-kitchen-0003", demo.study_block(headset_id="DEMO-HS-99"), {}),
-            ("demo-kitchen-0004", demo.study_block(), {"retries": 2}),
+            ("demo-kitchen-0001", {}, {"microphone": "track"}),
+            ("demo-kitchen-0002", {}, {"aligned": False}),
+            ("demo-kitchen-0003", {"headset_id": "DEMO-HS-99"}, {}),
+            ("demo-kitchen-0004", {}, {"retries": 2}),
         ]
+        if demo.withdrawn:
+            self.stdout.write(f"The demo {demo.withdrawn}: recordings not ingested yet are skipped (they would "
+                              "not be covered), the others stay as they are.")
         recorded_at = datetime.now(UTC).replace(microsecond=0) - timedelta(days=1)
         with scope(study=study), tempfile.TemporaryDirectory(prefix="ceres-demo-") as scratch:
-            for number, (capture_id, claims, options) in enumerate(plans, start=1):
+            for number, (capture_id, overrides, options) in enumerate(plans, start=1):
                 if Recording.objects.filter(capture_id=capture_id).exists():
                     self.stdout.write(f"{capture_id}: already ingested")
                     continue
+                if demo.withdrawn:
+                    self.stdout.write(f"{capture_id}: skipped ({demo.withdrawn})")
+                    continue
+                claims = demo.study_block(**overrides)
                 source = generate_capture(Path(scratch) / capture_id, seconds=6.0, rate_hz=15, seed=number,
                                           capture_id=capture_id, study=claims, recorded_at=recorded_at, **options)
                 recording = ingest_path(demo.coordinator, study, source, via="command")
