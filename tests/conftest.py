@@ -53,11 +53,15 @@ def _flush_past_append_only_triggers():
     """A transactional test (``transaction=True``, ``live_server``) ends with Django's flush, which on SQLite empties
     each table with DELETE: the append-only triggers would refuse it. Here the SQLite backend's flush SQL drops the
     triggers of the tables it empties first and makes them again after, in the flush's one transaction, so the
-    tables are emptied and no test ever runs without the triggers. PostgreSQL's flush is TRUNCATE, which its
-    triggers let through. Only the test suite does this: ``manage.py flush`` on a SQLite portal is refused."""
+    tables are emptied and no test ever runs without the triggers. PostgreSQL's flush is TRUNCATE, which the
+    append-only tables' statement triggers refuse: there the flush disables those triggers, truncates and enables
+    them again, also in its one transaction (ALTER TABLE is transactional on PostgreSQL). Only the test suite does
+    this: ``manage.py flush`` on a portal is refused on either database."""
+    from django.db.backends.postgresql.operations import DatabaseOperations as PostgresOperations
     from django.db.backends.sqlite3.base import DatabaseOperations  # (the base first: it imports the operations)
 
     flush = DatabaseOperations.sql_flush
+    postgres_flush = PostgresOperations.sql_flush
 
     @functools.wraps(flush)  # __wrapped__: Django's own, for the test that shows what it does
     def sql_flush(self, style, tables, *, reset_sequences=False, allow_cascade=False):
@@ -69,8 +73,22 @@ def _flush_past_append_only_triggers():
             triggers = [(name, sql) for name, table, sql in cursor.fetchall() if table in tables]
         return [*(f'DROP TRIGGER "{name}"' for name, _ in triggers), *statements, *(sql for _, sql in triggers)]
 
+    @functools.wraps(postgres_flush)  # __wrapped__: Django's own
+    def postgres_sql_flush(self, style, tables, *, reset_sequences=False, allow_cascade=False):
+        statements = postgres_flush(self, style, tables, reset_sequences=reset_sequences, allow_cascade=allow_cascade)
+        if not statements:
+            return statements
+        with self.connection.cursor() as cursor:
+            cursor.execute("SELECT relname, tgname FROM pg_trigger JOIN pg_class ON pg_class.oid = tgrelid "
+                           "WHERE NOT tgisinternal AND tgtype & 32 = 32 AND relname = ANY(%s) ORDER BY tgname",
+                           [list(tables)])  # tgtype bit 5: a TRUNCATE trigger
+            triggers = cursor.fetchall()
+        return [*(f'ALTER TABLE "{table}" DISABLE TRIGGER "{name}"' for table, name in triggers), *statements,
+                *(f'ALTER TABLE "{table}" ENABLE TRIGGER "{name}"' for table, name in triggers)]
+
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(DatabaseOperations, "sql_flush", sql_flush)
+        patch.setattr(PostgresOperations, "sql_flush", postgres_sql_flush)
         yield
 
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
+from django.core.cache import cache
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import DataError, connection, transaction
 from django.db.models import Model
@@ -27,7 +30,9 @@ from portal.audit.models import (
     AuditEvent,
     ChainVerification,
 )
+from portal.core import queue
 
+log = logging.getLogger(__name__)
 GENESIS_HASH = "0" * 64
 # Any fixed number: the key of the PostgreSQL advisory lock that serialises chain appends.
 _CHAIN_LOCK_KEY = 0x43455245
@@ -107,6 +112,7 @@ def record(actor, action: str, target=None, *, before=None, after=None, study=No
         seq, prev_hash = _lock_chain()
         event = _event(seq + 1, prev_hash, actor, action, target, before, after, study)
         event.save()
+        transaction.on_commit(checkpoint_soon)
     return event
 
 
@@ -143,7 +149,28 @@ def record_many(entries: Iterable[Entry], *, batch_size: int = 5000) -> int:
                 events.append(event)
             AuditEvent.objects.bulk_create(events)
             count += len(events)
+        if count:
+            transaction.on_commit(checkpoint_soon)
     return count
+
+
+# The cache key that says a checkpoint is already on its way: however many events commit meanwhile, one is sent.
+CHECKPOINT_PENDING = "audit:checkpoint-pending"
+
+
+def checkpoint_soon() -> None:
+    """Once events have committed: have a signed checkpoint written ``CERES_AUDIT_CHECKPOINT_DELAY_SECONDS`` from
+    now on the default queue, unless one is pending already (debounced through the cache, shared by every
+    process with Redis). The task clears the mark before it reads the head, so events committed while it runs
+    send the next one. A mark left by a lost task expires after a minute more than the delay."""
+    delay = settings.CERES_AUDIT_CHECKPOINT_DELAY_SECONDS
+    if not cache.add(CHECKPOINT_PENDING, True, timeout=delay + 60):
+        return
+    try:
+        queue.send_later("audit.write_checkpoint", countdown=delay, expires=delay + 3600)
+    except Exception:  # the broker is away: the hourly checkpoint still comes; the next event tries again
+        cache.delete(CHECKPOINT_PENDING)
+        log.exception("could not send the audit checkpoint task")
 
 
 @dataclass(frozen=True)
@@ -481,3 +508,14 @@ def write_checkpoint(*, restart: str = "", actor=None, now=None) -> AuditCheckpo
     return AuditCheckpoint.objects.create(seq=checkpoint.seq, hash=checkpoint.hash, event_count=count,
                                           keyed_from=keyed_from, created_at=checkpoint.at, name=name,
                                           key_fingerprint=fingerprint(key.public_key()), restart_reason=restart)
+
+
+def checkpoint_at_migrate(using: str = "default") -> AuditCheckpoint | None:
+    """At ``migrate`` (a fresh install, an upgrade, each deploy): a checkpoint of the head now, when the log has
+    events, so none waits for the first hour's; None when the log is empty (or is not in the default database).
+    ``CheckpointRefused`` as ``write_checkpoint``."""
+    if using != "default" or AuditEvent._meta.db_table not in connection.introspection.table_names():
+        return None
+    if not AuditEvent.objects.exists():
+        return None
+    return write_checkpoint()
