@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 import uuid
 from datetime import datetime
 from pathlib import Path
@@ -89,6 +90,35 @@ def _flush_past_append_only_triggers():
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(DatabaseOperations, "sql_flush", sql_flush)
         patch.setattr(PostgresOperations, "sql_flush", postgres_sql_flush)
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _live_server_requests_one_at_a_time_on_sqlite():
+    """On SQLite the live server's request threads share the test's one in-memory connection, so two requests
+    writing at once (each fetch through a portal download link is an audit event) would interleave their
+    transactions on it. There the portal's handling of each request (up to the response, not the streaming of
+    its body) runs one at a time. PostgreSQL gives each thread its own connection: nothing changes there, nor in
+    the product, where every thread has its own connection on either database."""
+    from django.core.servers.basehttp import ServerHandler
+    from django.db import connection
+
+    lock = threading.Lock()
+    run = ServerHandler.run
+
+    @functools.wraps(run)
+    def run_one_at_a_time(self, application):
+        if connection.vendor != "sqlite":
+            return run(self, application)
+
+        def one_at_a_time(environ, start_response):
+            with lock:
+                return application(environ, start_response)
+
+        return run(self, one_at_a_time)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ServerHandler, "run", run_one_at_a_time)
         yield
 
 
