@@ -231,6 +231,9 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
 # Signed checkpoints of the audit chain's head (seq, hash, time), written to the releases storage under this prefix
 # every so many minutes; `audit_verify` checks the chain against the newest (docs/architecture.md, "Audit log").
 CERES_AUDIT_CHECKPOINT_MINUTES = env_int("CERES_AUDIT_CHECKPOINT_MINUTES", 60, minimum=1, maximum=24 * 60)
+# And a few seconds after any event commits (debounced: one pending at a time), so the newest events can be cut
+# unseen for at most this long while a default-queue worker runs (docs/security.md).
+CERES_AUDIT_CHECKPOINT_DELAY_SECONDS = env_int("CERES_AUDIT_CHECKPOINT_DELAY_SECONDS", 5, minimum=1, maximum=3600)
 CERES_AUDIT_CHECKPOINT_PREFIX = env_str("CERES_AUDIT_CHECKPOINT_PREFIX", "audit/checkpoints").strip("/") + "/"
 CELERY_BEAT_SCHEDULE: dict = {
     "recordings-poll-inbox": {"task": "recordings.poll_inbox", "schedule": 60.0},

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 import uuid
 from datetime import datetime
 from pathlib import Path
@@ -53,11 +54,15 @@ def _flush_past_append_only_triggers():
     """A transactional test (``transaction=True``, ``live_server``) ends with Django's flush, which on SQLite empties
     each table with DELETE: the append-only triggers would refuse it. Here the SQLite backend's flush SQL drops the
     triggers of the tables it empties first and makes them again after, in the flush's one transaction, so the
-    tables are emptied and no test ever runs without the triggers. PostgreSQL's flush is TRUNCATE, which its
-    triggers let through. Only the test suite does this: ``manage.py flush`` on a SQLite portal is refused."""
+    tables are emptied and no test ever runs without the triggers. PostgreSQL's flush is TRUNCATE, which the
+    append-only tables' statement triggers refuse: there the flush disables those triggers, truncates and enables
+    them again, also in its one transaction (ALTER TABLE is transactional on PostgreSQL). Only the test suite does
+    this: ``manage.py flush`` on a portal is refused on either database."""
+    from django.db.backends.postgresql.operations import DatabaseOperations as PostgresOperations
     from django.db.backends.sqlite3.base import DatabaseOperations  # (the base first: it imports the operations)
 
     flush = DatabaseOperations.sql_flush
+    postgres_flush = PostgresOperations.sql_flush
 
     @functools.wraps(flush)  # __wrapped__: Django's own, for the test that shows what it does
     def sql_flush(self, style, tables, *, reset_sequences=False, allow_cascade=False):
@@ -69,8 +74,51 @@ def _flush_past_append_only_triggers():
             triggers = [(name, sql) for name, table, sql in cursor.fetchall() if table in tables]
         return [*(f'DROP TRIGGER "{name}"' for name, _ in triggers), *statements, *(sql for _, sql in triggers)]
 
+    @functools.wraps(postgres_flush)  # __wrapped__: Django's own
+    def postgres_sql_flush(self, style, tables, *, reset_sequences=False, allow_cascade=False):
+        statements = postgres_flush(self, style, tables, reset_sequences=reset_sequences, allow_cascade=allow_cascade)
+        if not statements:
+            return statements
+        with self.connection.cursor() as cursor:
+            cursor.execute("SELECT relname, tgname FROM pg_trigger JOIN pg_class ON pg_class.oid = tgrelid "
+                           "WHERE NOT tgisinternal AND tgtype & 32 = 32 AND relname = ANY(%s) ORDER BY tgname",
+                           [list(tables)])  # tgtype bit 5: a TRUNCATE trigger
+            triggers = cursor.fetchall()
+        return [*(f'ALTER TABLE "{table}" DISABLE TRIGGER "{name}"' for table, name in triggers), *statements,
+                *(f'ALTER TABLE "{table}" ENABLE TRIGGER "{name}"' for table, name in triggers)]
+
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(DatabaseOperations, "sql_flush", sql_flush)
+        patch.setattr(PostgresOperations, "sql_flush", postgres_sql_flush)
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _live_server_requests_one_at_a_time_on_sqlite():
+    """On SQLite the live server's request threads share the test's one in-memory connection, so two requests
+    writing at once (each fetch through a portal download link is an audit event) would interleave their
+    transactions on it. There the portal's handling of each request (up to the response, not the streaming of
+    its body) runs one at a time. PostgreSQL gives each thread its own connection: nothing changes there, nor in
+    the product, where every thread has its own connection on either database."""
+    from django.core.servers.basehttp import ServerHandler
+    from django.db import connection
+
+    lock = threading.Lock()
+    run = ServerHandler.run
+
+    @functools.wraps(run)
+    def run_one_at_a_time(self, application):
+        if connection.vendor != "sqlite":
+            return run(self, application)
+
+        def one_at_a_time(environ, start_response):
+            with lock:
+                return application(environ, start_response)
+
+        return run(self, one_at_a_time)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ServerHandler, "run", run_one_at_a_time)
         yield
 
 

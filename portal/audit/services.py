@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
+from django.conf import settings
+from django.core.cache import cache
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import connection, transaction
+from django.db import DataError, connection, transaction
 from django.db.models import Model
 from django.utils import timezone
 
@@ -26,7 +30,9 @@ from portal.audit.models import (
     AuditEvent,
     ChainVerification,
 )
+from portal.core import queue
 
+log = logging.getLogger(__name__)
 GENESIS_HASH = "0" * 64
 # Any fixed number: the key of the PostgreSQL advisory lock that serialises chain appends.
 _CHAIN_LOCK_KEY = 0x43455245
@@ -106,6 +112,7 @@ def record(actor, action: str, target=None, *, before=None, after=None, study=No
         seq, prev_hash = _lock_chain()
         event = _event(seq + 1, prev_hash, actor, action, target, before, after, study)
         event.save()
+        transaction.on_commit(checkpoint_soon)
     return event
 
 
@@ -142,7 +149,28 @@ def record_many(entries: Iterable[Entry], *, batch_size: int = 5000) -> int:
                 events.append(event)
             AuditEvent.objects.bulk_create(events)
             count += len(events)
+        if count:
+            transaction.on_commit(checkpoint_soon)
     return count
+
+
+# The cache key that says a checkpoint is already on its way: however many events commit meanwhile, one is sent.
+CHECKPOINT_PENDING = "audit:checkpoint-pending"
+
+
+def checkpoint_soon() -> None:
+    """Once events have committed: have a signed checkpoint written ``CERES_AUDIT_CHECKPOINT_DELAY_SECONDS`` from
+    now on the default queue, unless one is pending already (debounced through the cache, shared by every
+    process with Redis). The task clears the mark before it reads the head, so events committed while it runs
+    send the next one. A mark left by a lost task expires after a minute more than the delay."""
+    delay = settings.CERES_AUDIT_CHECKPOINT_DELAY_SECONDS
+    if not cache.add(CHECKPOINT_PENDING, True, timeout=delay + 60):
+        return
+    try:
+        queue.send_later("audit.write_checkpoint", countdown=delay, expires=delay + 3600)
+    except Exception:  # the broker is away: the hourly checkpoint still comes; the next event tries again
+        cache.delete(CHECKPOINT_PENDING)
+        log.exception("could not send the audit checkpoint task")
 
 
 @dataclass(frozen=True)
@@ -162,6 +190,91 @@ class ChainBreak:
         return f"audit chain broken at {where}: {self.reason}"
 
 
+# What a stored event's fields must hold to be read at all (a database writer can put anything in a SQLite column,
+# and values PostgreSQL accepts that Python cannot load, such as an 'infinity' timestamp).
+_TEXT_FIELDS = ("actor_label", "action", "target_type", "target_id", "target_label", "prev_hash", "hash")
+# What loading a row can raise when a stored value is not one the portal can read (the database's own DataError
+# when its driver cannot convert it; the converters' ValueError and the like).
+UNREADABLE_ERRORS = (DataError, ValueError, TypeError, OverflowError, AttributeError)
+
+
+def _unreadable(event: AuditEvent) -> str:
+    """The first field of ``event`` that does not hold a readable value of its kind, and why; "" when all do."""
+    if not isinstance(event.seq, int) or isinstance(event.seq, bool):
+        return f"seq ({event.seq!r} is not a whole number)"
+    created = event.created_at
+    if not isinstance(created, datetime) or created.tzinfo is None:
+        return f"created_at ({created!r} is not a time with a time zone)"
+    for name in ("actor_id", "study_id"):
+        value = getattr(event, name)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+            return f"{name} ({value!r} is not a whole number)"
+    for name in _TEXT_FIELDS:
+        if not isinstance(getattr(event, name), str):
+            return f"{name} ({getattr(event, name)!r} is not text)"
+    if not isinstance(event.hash_version, int) or isinstance(event.hash_version, bool):
+        return f"hash_version ({event.hash_version!r} is not a whole number)"
+    for name in ("before", "after"):
+        try:
+            json.dumps(getattr(event, name), cls=DjangoJSONEncoder)
+        except (TypeError, ValueError) as exc:
+            return f"{name} ({exc})"
+    return ""
+
+
+def _loads(queryset) -> bool:
+    try:
+        list(queryset)
+    except UNREADABLE_ERRORS:
+        return False
+    return True
+
+
+def _unloadable(after_seq: int, exc: Exception) -> ChainBreak:
+    """The break at the first event after ``after_seq`` whose row cannot be loaded (loading raised ``exc``; a driver
+    may convert a whole batch of rows at once, so the row is looked for): each of its fields is then loaded alone
+    to name the one that fails."""
+    ids = AuditEvent.objects.filter(seq__gt=after_seq).order_by("seq").values_list("pk", "seq")  # whole numbers
+    found = None
+    for start in itertools.count(0, 2000):
+        batch = list(ids[start:start + 2000])
+        if not batch:
+            break
+        if _loads(AuditEvent.objects.filter(pk__in=[pk for pk, _ in batch])):
+            continue
+        found = next(((pk, seq) for pk, seq in batch if not _loads(AuditEvent.objects.filter(pk=pk))), None)
+        break
+    if found is None:
+        return ChainBreak(after_seq + 1, None, f"an event cannot be read: {exc}")
+    pk, seq = found
+    for field in AuditEvent._meta.concrete_fields:
+        try:
+            AuditEvent.objects.filter(pk=pk).values_list(field.attname, flat=True).get()
+        except UNREADABLE_ERRORS as failed:
+            return ChainBreak(seq, pk, f"a field cannot be read: {field.attname} (the stored value cannot be "
+                                       f"loaded: {str(failed).strip() or type(failed).__name__})")
+    return ChainBreak(seq, pk, f"an event cannot be read: {exc}")
+
+
+def _readable(events: Iterable[AuditEvent], after_seq: int) -> Iterator[AuditEvent | ChainBreak]:
+    """``events`` in order; a row that cannot be loaded ends them with the ``ChainBreak`` naming it."""
+    pending, last = iter(events), after_seq
+    while True:
+        try:
+            event = next(pending)
+        except StopIteration:
+            return
+        except UNREADABLE_ERRORS as exc:
+            broken = _unloadable(last, exc)
+            # A driver converts a batch of rows at once: the readable events before the unreadable one come first.
+            before = AuditEvent.objects.filter(seq__gt=last, seq__lt=broken.seq).order_by("seq")
+            yield from before.iterator(chunk_size=2000)
+            yield broken
+            return
+        last = event.seq if isinstance(event.seq, int) else last
+        yield event
+
+
 class ChainWalk:
     """Checks events one by one in ``seq`` order, from the event after ``after`` (seq, hash; the start of the
     chain by default): ``seq`` without gaps, each ``prev_hash`` the previous ``hash``, each hash what its
@@ -179,6 +292,9 @@ class ChainWalk:
 
     def check(self, event: AuditEvent) -> ChainBreak | None:
         """None when ``event`` continues the chain (then it is counted), else the break it makes."""
+        if unreadable := _unreadable(event):
+            seq = event.seq if isinstance(event.seq, int) else self.expected_seq
+            return ChainBreak(seq, event.pk, f"a field cannot be read: {unreadable}")
         if event.seq != self.expected_seq:
             return ChainBreak(event.seq, event.pk, f"expected seq={self.expected_seq}: an event is missing")
         if event.prev_hash != self.expected_prev:
@@ -280,8 +396,8 @@ def check_chain() -> ChainReport:
         checkpoint, distrusted = None, str(exc)
     walk = ChainWalk(keyed_from=checkpoint.keyed_from if checkpoint else None)
     head, signed = 0, None
-    for event in _events():
-        if broken := walk.check(event):
+    for event in _readable(_events(), 0):
+        if broken := (event if isinstance(event, ChainBreak) else walk.check(event)):
             return ChainReport(walk.count, broken, checkpoint)
         head = event.seq
         if checkpoint is not None and event.seq == checkpoint.seq:
@@ -341,8 +457,8 @@ def _extend(previous: Checkpoint, head: AuditEvent | None) -> ChainWalk:
     walk = ChainWalk(after=(previous.seq, previous.hash), keyed=anchor.hash_version != HASH_PLAIN,
                      keyed_from=previous.keyed_from)
     events = AuditEvent.objects.filter(seq__gt=previous.seq, seq__lte=ends).order_by("seq").iterator(chunk_size=2000)
-    for event in events:
-        if broken := walk.check(event):
+    for event in _readable(events, previous.seq):
+        if broken := (event if isinstance(event, ChainBreak) else walk.check(event)):
             raise CheckpointRefused(f"{broken} (since the checkpoint of {previous.when})")
     return walk
 
@@ -381,8 +497,9 @@ def write_checkpoint(*, restart: str = "", actor=None, now=None) -> AuditCheckpo
         return None
     else:
         walk = ChainWalk()
-        for event in AuditEvent.objects.filter(seq__lte=head.seq).order_by("seq").iterator(chunk_size=2000):
-            if broken := walk.check(event):
+        events = AuditEvent.objects.filter(seq__lte=head.seq).order_by("seq").iterator(chunk_size=2000)
+        for event in _readable(events, 0):
+            if broken := (event if isinstance(event, ChainBreak) else walk.check(event)):
                 raise CheckpointRefused(f"{broken}; no checkpoint was written")
         count, keyed_from = walk.count, walk.first_keyed
     checkpoint = Checkpoint(seq=head.seq, hash=head.hash, count=count, keyed_from=keyed_from,
@@ -391,3 +508,14 @@ def write_checkpoint(*, restart: str = "", actor=None, now=None) -> AuditCheckpo
     return AuditCheckpoint.objects.create(seq=checkpoint.seq, hash=checkpoint.hash, event_count=count,
                                           keyed_from=keyed_from, created_at=checkpoint.at, name=name,
                                           key_fingerprint=fingerprint(key.public_key()), restart_reason=restart)
+
+
+def checkpoint_at_migrate(using: str = "default") -> AuditCheckpoint | None:
+    """At ``migrate`` (a fresh install, an upgrade, each deploy): a checkpoint of the head now, when the log has
+    events, so none waits for the first hour's; None when the log is empty (or is not in the default database).
+    ``CheckpointRefused`` as ``write_checkpoint``."""
+    if using != "default" or AuditEvent._meta.db_table not in connection.introspection.table_names():
+        return None
+    if not AuditEvent.objects.exists():
+        return None
+    return write_checkpoint()

@@ -1,11 +1,14 @@
-"""Beat's audit jobs: a signed checkpoint of the chain's head every ``CERES_AUDIT_CHECKPOINT_MINUTES``, and a full
-verification of the chain every day (on the heavy queue: it reads every event)."""
+"""The audit jobs: a signed checkpoint of the chain's head a few seconds after events commit
+(``CERES_AUDIT_CHECKPOINT_DELAY_SECONDS``, sent by ``services.checkpoint_soon``) and from beat every
+``CERES_AUDIT_CHECKPOINT_MINUTES``, and a full verification of the chain every day (on the heavy queue: it reads every
+event)."""
 
 from __future__ import annotations
 
 import logging
 
 from celery import shared_task
+from django.core.cache import cache
 
 from portal.audit import services
 from portal.audit.exceptions import CheckpointRefused
@@ -20,6 +23,7 @@ log = logging.getLogger(__name__)
 def write_checkpoint() -> int | None:
     """The seq the new checkpoint names (None while the log is empty). A refusal is logged as an error and the
     task fails: the chain does not extend the last checkpoint, which ``audit_verify`` then names too."""
+    cache.delete(services.CHECKPOINT_PENDING)  # events committed from now on send the next one
     try:
         checkpoint = services.write_checkpoint()
     except CheckpointRefused as exc:

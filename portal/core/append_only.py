@@ -65,10 +65,10 @@ def append_only_trigger(table: str, trigger: str, what: str, *,
     """A migration operation that refuses UPDATE and DELETE of ``table`` for every client of the database, on the
     ``vendors`` named (PostgreSQL: the trigger ``trigger``; SQLite: ``<trigger>_update`` and ``<trigger>_delete``).
 
-    TRUNCATE stays possible on PostgreSQL, so test suites can still flush tables; the suite's flush on SQLite
-    (DELETE) steps past the triggers as tests/conftest.py says. SQLite drops a table's triggers when a migration
-    rebuilds the table (most column changes do): such a migration must run this again afterwards
-    (tests/portal/test_append_only.py finds a table left without them).
+    TRUNCATE, which PostgreSQL's row triggers let through, is refused by ``truncate_trigger``; the suite's flush
+    (DELETE on SQLite, TRUNCATE on PostgreSQL) steps past the triggers as tests/conftest.py says. SQLite drops a
+    table's triggers when a migration rebuilds the table (most column changes do): such a migration must run this
+    again afterwards (tests/portal/test_append_only.py finds a table left without them).
     """
 
     def run(which: int):
@@ -81,3 +81,28 @@ def append_only_trigger(table: str, trigger: str, what: str, *,
         return apply
 
     return migrations.RunPython(run(0), run(1))
+
+
+def truncate_trigger(table: str, trigger: str, what: str) -> migrations.RunPython:
+    """A migration operation that refuses ``TRUNCATE`` of ``table`` on PostgreSQL (a statement trigger
+    ``<trigger>_truncate``: row triggers do not see it, and it empties the table in one go). SQLite has no
+    TRUNCATE: its DELETE is refused by ``append_only_trigger``'s triggers."""
+    name = f"{trigger}_truncate"
+    create = f"""
+CREATE OR REPLACE FUNCTION {name}() RETURNS trigger AS $$
+BEGIN
+    RAISE EXCEPTION '{what} are append-only (TRUNCATE refused)';
+END;
+$$ LANGUAGE plpgsql;
+CREATE TRIGGER {name} BEFORE TRUNCATE ON {table} FOR EACH STATEMENT EXECUTE FUNCTION {name}();
+"""
+    drop = f"DROP TRIGGER IF EXISTS {name} ON {table}; DROP FUNCTION IF EXISTS {name}();"
+
+    def run(sql: str):
+        def apply(apps, schema_editor):
+            if schema_editor.connection.vendor == "postgresql":
+                schema_editor.execute(sql, params=None)
+
+        return apply
+
+    return migrations.RunPython(run(create), run(drop))

@@ -20,3 +20,11 @@ def enqueue(task_name: str, *args) -> None:
     """Send ``task_name(*args)`` after the transaction commits (at once outside a transaction); a rolled-back
     change enqueues nothing."""
     transaction.on_commit(lambda: send(task_name, *args))
+
+
+def send_later(task_name: str, *args, countdown: float, expires: float | None = None) -> None:
+    """Send ``task_name(*args)`` now, to start ``countdown`` seconds from now (dropped unstarted after ``expires``
+    seconds, when given)."""
+    from portal.celery import app
+
+    app.send_task(task_name, args=args, countdown=countdown, expires=expires)

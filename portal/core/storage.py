@@ -8,6 +8,7 @@ paginated listing, not one request per folder.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -176,23 +177,36 @@ def presigned_url(storage: Storage, name: str, *, filename: str, seconds: int) -
                        expire=seconds)
 
 
+_BYTE_RANGE = re.compile(r"(\d*)-(\d*)")
+
+
+def requested_span(header: str, size: int) -> tuple[tuple[int, int] | None, bool]:
+    """What to serve of an object of ``size`` bytes for an HTTP ``Range`` header, read as RFC 9110 says: the span
+    (first and last byte, inclusive; None when the range cannot be satisfied: answer 416) and whether it is a
+    range the server honours (206) rather than the whole object (200). The unit is case-insensitive; a suffix
+    longer than the object is the whole object; a header that is not one valid ``bytes`` range (another unit,
+    several ranges, a last byte before the first) is ignored, and the whole object served."""
+    whole = ((0, size - 1), False)
+    unit, equals, spec = header.partition("=")
+    if not equals or unit.strip().lower() != "bytes":
+        return whole
+    match = _BYTE_RANGE.fullmatch(spec.strip())
+    if match is None or match[0] == "-":
+        return whole
+    first, last = match.groups()
+    if first == "":  # the last N bytes
+        count = int(last)
+        return ((max(0, size - count), size - 1), True) if count > 0 and size > 0 else (None, True)
+    start = int(first)
+    if last and int(last) < start:
+        return whole
+    end = min(int(last), size - 1) if last else size - 1
+    return ((start, end), True) if start < size else (None, True)
+
+
 def parse_range(header: str, size: int) -> tuple[int, int] | None:
-    """The span (first and last byte, inclusive) an HTTP ``Range`` header asks of an object of ``size`` bytes:
-    the whole object when there is no header or it is not one ``bytes`` range (serving it all is allowed);
-    None when the range cannot be satisfied (answer 416)."""
-    unit, _, spec = header.partition("=")
-    if unit.strip() != "bytes" or "," in spec or "-" not in spec:
-        return (0, size - 1)
-    first, _, last = spec.strip().partition("-")
-    try:
-        if first == "":  # the last N bytes
-            count = int(last)
-            return (max(0, size - count), size - 1) if count > 0 and size > 0 else None
-        start = int(first)
-        end = min(int(last), size - 1) if last else size - 1
-    except ValueError:
-        return (0, size - 1)
-    return (start, end) if 0 <= start <= end else None
+    """The span (first and last byte, inclusive) to serve for an HTTP ``Range`` header (``requested_span``)."""
+    return requested_span(header, size)[0]
 
 
 def read_range(storage: Storage, name: str, start: int, end: int) -> Iterator[bytes]:

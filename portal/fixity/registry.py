@@ -1,9 +1,10 @@
 """What the fixity check expects to find in storage: each app declares the objects its records account for.
 
-- A **root** is a prefix of a storage whose first level is a study's code: ``<study>/`` in the shards storage
-  (root ``""``), ``releases/<study>/`` and ``datasets/<study>/`` in the releases storage. The check lists
-  everything under the roots and nothing else, so what other parts keep beside them (the audit log's
-  checkpoints under ``audit/``) is theirs.
+- A **root** is a prefix of a storage whose first level is a study's code: ``<study>/`` in the shards and the
+  captures storage (root ``""``), ``releases/<study>/`` and ``datasets/<study>/`` in the releases storage. The
+  check lists everything under the roots (but a folder declared another part's, the captures bucket's
+  ``inbox/``) and the units' folders, nothing else. The audit log's checkpoints are units of no study
+  (``portal/audit/fixity.py``).
 - A **unit** is a folder that one record owns, and says what must be under it: exactly the ``expected`` objects
   (each with its SHA-256, and its length when the record has it); anything (``claimed``: a job still writing it,
   an export, a release or a dataset build, whose objects are listed but not checked); or nothing (``absent``:
@@ -45,7 +46,7 @@ class Unit:
 
     storage: str
     prefix: str
-    study_id: int
+    study_id: int | None  # None: a folder of no study (the audit log's checkpoints)
     label: str
     expected: Callable[[], Iterable[Expected]] | None = None
     claimed: bool = False
@@ -69,7 +70,7 @@ class Combined:
 
     storage: str
     prefix: str
-    study_id: int
+    study_id: int | None
     label: str
     expected: tuple[tuple[str, Callable[[], Iterable[Expected]]], ...] = ()
     claimed: bool = False
@@ -87,6 +88,7 @@ class Combined:
 @dataclass
 class _Registry:
     roots: list[tuple[str, str]] = field(default_factory=list)
+    other_parts: set[tuple[str, str]] = field(default_factory=set)
     sources: list[Callable[[QuerySet | None], Iterable[Unit]]] = field(default_factory=list)
 
 
@@ -99,6 +101,16 @@ def root(storage: str, prefix: str) -> None:
         raise ValueError(f"a root is a folder: {prefix!r} does not end in '/'")
     if (storage, prefix) not in _REGISTRY.roots:
         _REGISTRY.roots.append((storage, prefix))
+
+
+def other_part(storage: str, prefix: str) -> None:
+    """Declare a folder directly under a root that another part of the portal keeps (the captures bucket's
+    ``inbox/``): the check does not list it."""
+    _REGISTRY.other_parts.add((storage, prefix))
+
+
+def is_other_part(storage: str, prefix: str) -> bool:
+    return (storage, prefix) in _REGISTRY.other_parts
 
 
 def source(provider: Callable[[QuerySet | None], Iterable[Unit]]) -> Callable:

@@ -27,7 +27,7 @@ from portal.access.permissions import active_roles, study_view
 from portal.core import integers, storage
 from portal.core.errors import refusals
 from portal.core.forms import date_input
-from portal.core.http import ranged_response
+from portal.core.http import ranged_response, served_span
 from portal.core.pagination import list_page
 from portal.releases.models import ReleaseItem, ReleaseRequest
 from portal.releases.services import review
@@ -115,10 +115,13 @@ def download(request: HttpRequest, token: str) -> HttpResponse:
     if outcome.refused:
         return HttpResponse(f"{outcome.error}\n", status=outcome.error.status, content_type="text/plain")
     try:
-        return ranged_response(request, storage.releases(), target.object_name,
-                               content_type="application/octet-stream", filename=target.filename)
+        size = storage.releases().size(target.object_name)
     except FileNotFoundError:
         raise Http404("this object is no longer stored") from None
+    if (span := served_span(request, size)) is not None:
+        links.record_fetch(target, span, size)
+    return ranged_response(request, storage.releases(), target.object_name, content_type="application/octet-stream",
+                           filename=target.filename, size=size)
 
 
 # --- asking for access ---------------------------------------------------------------------------------------
@@ -411,16 +414,23 @@ def episode_video(request: HttpRequest, study, number: int, episode_index: int) 
     """The released copy of the episode's video, with HTTP Range, after the same live check as a link; a request
     from its first byte (a player starting, or a whole download) is an audit event."""
     item = _viewer_item(number, episode_index)
-    from_start = request.headers.get("Range", "bytes=0-").replace(" ", "").startswith("bytes=0-")
+    name = review.video_path(item)
+    path = f"{item.request.prefix}{item.folder}/{name}" if name is not None else None
+    try:
+        size = storage.releases().size(path) if path is not None else None
+    except FileNotFoundError:
+        size = None
+    # Decided on the bytes this response serves, not on the header's text: any span with the first byte in it.
+    span = served_span(request, size) if size is not None else None
     with refusals(request) as outcome:
-        links.open_in_viewer(request.user, item, part="video", audited=from_start)
+        links.open_in_viewer(request.user, item, part="video", audited=span is not None and span[0] == 0)
     if outcome.refused:
         return HttpResponse(str(outcome.error), status=outcome.error.status, content_type="text/plain")
-    name = review.video_path(item)
-    if name is None:
+    if path is None:
         raise Http404("this episode has no video")
-    return ranged_response(request, storage.releases(), f"{item.request.prefix}{item.folder}/{name}",
-                           content_type="video/mp4")
+    if size is None:
+        raise Http404("this video is no longer stored")
+    return ranged_response(request, storage.releases(), path, content_type="video/mp4", size=size)
 
 
 # --- one-dataset downloads -----------------------------------------------------------------------------------

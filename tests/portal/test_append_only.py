@@ -9,7 +9,6 @@ from django.apps import apps
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import DatabaseError, connection, transaction
-from django.db.backends.sqlite3.base import DatabaseOperations  # (the base first: it imports the operations)
 
 from portal.audit.models import AuditEvent
 from portal.audit.services import record
@@ -36,7 +35,9 @@ def _triggers(table: str) -> set[str]:
 
 
 def _expected(trigger: str) -> set[str]:
-    return {trigger} if connection.vendor == "postgresql" else {f"{trigger}_update", f"{trigger}_delete"}
+    # PostgreSQL: the row trigger (UPDATE, DELETE) and the statement trigger (TRUNCATE).
+    return ({trigger, f"{trigger}_truncate"} if connection.vendor == "postgresql"
+            else {f"{trigger}_update", f"{trigger}_delete"})
 
 
 def test_every_append_only_model_is_listed():
@@ -59,16 +60,33 @@ def test_raw_sql_is_refused_for_an_audit_event():
     assert AuditEvent.objects.get().action == "test.event"
 
 
+@pytest.mark.django_db
+def test_truncate_is_refused_for_every_append_only_table():
+    """TRUNCATE empties a table in one statement and PostgreSQL's row triggers do not see it: a statement trigger
+    refuses it (SQLite has no TRUNCATE; its DELETE is refused above)."""
+    if connection.vendor != "postgresql":
+        pytest.skip("needs PostgreSQL (set DATABASE_URL): SQLite has no TRUNCATE")
+    record("tester", "test.event", None)
+    for table in TRIGGERS:
+        with pytest.raises(DatabaseError, match=r"are append-only \(TRUNCATE refused\)"), transaction.atomic(), \
+                connection.cursor() as cursor:
+            cursor.execute(f'TRUNCATE "{table}" CASCADE')
+    assert AuditEvent.objects.get().action == "test.event"
+
+
 @pytest.mark.django_db(transaction=True)
 def test_the_suites_flush_empties_append_only_tables_and_keeps_their_triggers(monkeypatch):
     record("tester", "test.event", None)
-    if connection.vendor == "sqlite":  # Django's own flush is DELETE, which the triggers refuse
-        with monkeypatch.context() as patch:
-            patch.setattr(DatabaseOperations, "sql_flush", DatabaseOperations.sql_flush.__wrapped__)
-            with pytest.raises(CommandError) as refused:
-                call_command("flush", interactive=False, verbosity=0)
-        assert "append-only (DELETE refused)" in str(refused.value.__cause__)
-        assert AuditEvent.objects.count() == 1
+    # Django's own flush is refused: DELETE on SQLite by the row triggers, TRUNCATE on PostgreSQL by the statement
+    # triggers.
+    operations = type(connection.ops)
+    with monkeypatch.context() as patch:
+        patch.setattr(operations, "sql_flush", operations.sql_flush.__wrapped__)
+        with pytest.raises(CommandError) as refused:
+            call_command("flush", interactive=False, verbosity=0)
+    operation = "TRUNCATE" if connection.vendor == "postgresql" else "DELETE"
+    assert f"append-only ({operation} refused)" in str(refused.value.__cause__)
+    assert AuditEvent.objects.count() == 1
     call_command("flush", interactive=False, verbosity=0)
     assert not AuditEvent.objects.exists()
     assert {table: _triggers(table) for table in TRIGGERS} == {table: _expected(t) for table, t in TRIGGERS.items()}

@@ -257,6 +257,8 @@ class _Pass:
                                      "lies directly in the storage's folder for study folders; no record accounts "
                                      "for it")
             for folder in sorted(folders):
+                if registry.is_other_part(storage_name, f"{root}{folder}/"):
+                    continue
                 study = self.studies.get(folder)
                 if self.restricted and study is None:
                     continue
@@ -307,6 +309,9 @@ def _finish(actor, work: _Pass) -> FixityRun:
         with scopes_disabled():
             FixityProblem.objects.bulk_create([p for t in work.tallies.values() for p in t.problems],
                                               batch_size=1000)
+        if outside := work.tallies.get(None, _Tally()).problems:  # no study's people to alert: the site's
+            log.error("fixity run %s: %s problems outside every study (the fixity page lists them), first: %s %s: "
+                      "%s", run.pk, len(outside), outside[0].kind, outside[0].object_name, outside[0].detail)
         record(actor, "fixity.run_finished", run, after={
             "scope": run.scope_label, "units": run.units_checked, "objects_listed": run.objects_listed,
             "objects_checked": run.objects_checked, "bytes_checked": run.bytes_checked,

@@ -17,6 +17,7 @@ from django.core import signing
 from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
+from django_scopes import scopes_disabled
 
 from portal.audit.services import Entry, record_many
 from portal.core import storage
@@ -122,6 +123,7 @@ def _url(link: IssuedLink) -> str:
 class Download:
     object_name: str
     filename: str
+    link_id: int | None = None
 
 
 def resolve(token: str, *, now: datetime | None = None) -> Download:
@@ -133,4 +135,18 @@ def resolve(token: str, *, now: datetime | None = None) -> Download:
         raise LinkRefused("this download link is not valid (altered or not issued by this portal)") from None
     if payload.get("x", 0) <= now.timestamp():
         raise LinkRefused("this download link has expired; ask the portal for a new one")
-    return Download(payload["o"], payload["f"])
+    return Download(payload["o"], payload["f"], payload.get("l"))
+
+
+def record_fetch(download: Download, span: tuple[int, int], size: int) -> None:
+    """An audit event for each fetch through a portal download link that serves bytes (the link is a bearer
+    capability, so the actor is the link, issued to its researcher): the link, the object and the bytes served.
+    On S3 the storage serves the link itself; its access log is the record there."""
+    with scopes_disabled():
+        link = IssuedLink.objects.select_related("user", "release", "dataset").filter(pk=download.link_id).first()
+    issued_to = link.user.get_username() if link is not None else None
+    record_many([Entry(f"download link {download.link_id}", "research.link_fetched", link, after={
+        "link": download.link_id, "object": download.object_name, "issued_to": issued_to,
+        "first_byte": span[0], "last_byte": span[1], "size": size,
+        "release": link.release.release_id if link is not None and link.release else None,
+        "dataset": link.dataset.dataset_id if link is not None and link.dataset else None})])

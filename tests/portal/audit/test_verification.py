@@ -13,7 +13,8 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from portal.audit import tasks
-from portal.audit.models import AppendOnlyError, AuditCheckpoint, ChainVerification
+from portal.audit.exceptions import CheckpointRefused
+from portal.audit.models import AppendOnlyError, AuditCheckpoint, AuditEvent, ChainVerification
 from portal.audit.services import ChainBreak, check_chain, record, write_checkpoint
 from portal.core import storage
 from tests.portal.audit.tamper import raw, raw_checkpoint_row_delete
@@ -105,3 +106,39 @@ def test_the_stored_checkpoint_decides_not_the_database_note_of_it():
     assert check_chain().problem == ChainBreak(3, None, "the newest event is missing: the chain ends at seq 2, the "
                                                         "checkpoint of 2026-11-30 12:00:00 UTC names seq 3",
                                                by_checkpoint=True)
+
+
+def _unreadable_time() -> str:
+    """A value the database keeps in ``created_at`` that is no time the portal can read: any text on SQLite (whose
+    columns take anything), ``infinity`` on PostgreSQL (a timestamp it accepts, beyond Python's datetime)."""
+    from django.db import connection
+
+    return "infinity" if connection.vendor == "postgresql" else "not a date"
+
+
+@pytest.mark.parametrize("via", ["command", "task"])
+def test_an_unreadable_field_is_a_named_break_and_a_recorded_failed_verification(via, caplog):
+    """A database writer puts a value the portal cannot read into an event's timestamp: the verifier crashed
+    (AttributeError) and recorded nothing, so the audit page kept showing the last "intact"."""
+    _write(2)
+    write_checkpoint(now=NOON)
+    _write(2)
+    assert tasks.verify_chain() is True
+    raw("UPDATE audit_auditevent SET created_at = %s WHERE seq = 3", [_unreadable_time()])
+    event_id = AuditEvent.objects.filter(seq=3).values_list("pk", flat=True).get()
+    expected = f"audit chain broken at event seq=3 (id={event_id}): a field cannot be read: created_at"
+    if via == "command":
+        with pytest.raises(CommandError) as refused:
+            call_command("audit_verify")
+        assert str(refused.value).startswith(expected)
+        assert str(refused.value).endswith("(2 events before it are intact)")
+    else:
+        with caplog.at_level(logging.ERROR, logger="portal.audit.tasks"):
+            assert tasks.verify_chain() is False
+        assert expected in caplog.text
+    latest = ChainVerification.objects.order_by("-started_at", "-pk").first()
+    assert (latest.ok, latest.events, latest.first_seq) == (False, 2, 3)
+    assert latest.problem.startswith(expected)
+    with pytest.raises(CheckpointRefused, match=r"audit chain broken at event seq=3 .*a field cannot be read: "
+                                                r"created_at"):  # nor does a checkpoint vouch for it
+        write_checkpoint()

@@ -55,8 +55,8 @@ class Store:
         return self.study.code
 
     def prefixes(self) -> list[tuple[str, str]]:
-        """Where the study's objects are: its shards, its releases and its datasets."""
-        return [("shards", f"{self.code}/"), ("releases", f"releases/{self.code}/"),
+        """Where the study's objects are: its capture sources, its shards, its releases and its datasets."""
+        return [("captures", f"{self.code}/"), ("shards", f"{self.code}/"), ("releases", f"releases/{self.code}/"),
                 ("releases", f"datasets/{self.code}/")]
 
     def objects(self) -> set[tuple[str, str]]:

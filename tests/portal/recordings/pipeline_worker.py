@@ -42,6 +42,8 @@ def worker_env(settings, data_dir: Path, queue: str, **extra: str) -> dict[str, 
         "CERES_AUDIO_MASTER_KEY": base64.b64encode(settings.CERES_AUDIO_MASTER_KEY).decode(),
         "CERES_SIGNING_KEY": base64.b64encode(settings.CERES_SIGNING_KEY).decode(),
         "CERES_AUDIT_KEY": base64.b64encode(settings.CERES_AUDIT_KEY).decode(),
+        # The test's own checkpoints: the worker writes one seconds after the events it commits.
+        "CERES_AUDIT_CHECKPOINT_PREFIX": settings.CERES_AUDIT_CHECKPOINT_PREFIX,
         **extra,
     }
 
