@@ -9,6 +9,12 @@ def test_demo_setup_is_idempotent_and_prints_logins(db, capsys):
     for username in ("coordinator", "ethics1", "ethics2", "researcher", "admin"):
         assert f"{username} " in out
         assert f"ceres-demo-{username}" in out
+    # Each demo account has a confirmed address on a domain that never resolves (the demo prints its mail).
+    from django.contrib.auth import get_user_model
+
+    from portal.accounts.services import confirmed_email
+    for user in get_user_model().objects.all():
+        assert confirmed_email(user) == f"{user.username}@demo.ceres.invalid"
 
 
 @pytest.mark.parametrize("username, panel", [
