@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import logging
 import secrets
+import smtplib
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -30,6 +32,8 @@ from portal.accounts.models import ApiToken, EnrolmentCode
 from portal.audit.services import record
 from portal.core.errors import ServiceError
 from portal.studies.models import Study
+
+logger = logging.getLogger(__name__)
 
 
 class AccountError(ServiceError):
@@ -563,14 +567,23 @@ def request_email_change(user, address: str, *, confirm_url, ip: str | None = No
         token = signing.TimestampSigner(salt=_EMAIL_SALT).sign_object({"u": user.pk, "a": address})
         record(user, "accounts.email_change_requested", user, after={"address": mask_email(address), "ip": ip})
         hours = settings.CERES_EMAIL_CONFIRM_HOURS
-        send_mail(
+        _send_or_refuse(
             "CERES Portal: confirm your email address",
             f"Someone (you, we hope) asked for {address} to receive the CERES Portal's mail for the account "
             f"{user.get_username()}.\n\nTo confirm, open this link while signed in as {user.get_username()} "
             f"(it works for {hours} hours):\n\n{confirm_url(token)}\n\n"
             "If you did not ask for this, ignore this message: nothing is sent to this address until it is confirmed.",
-            None, [address])
+            address)
     return token
+
+
+def _send_or_refuse(subject: str, body: str, address: str) -> None:
+    """Send one message; a mail server that fails is an AccountError (the caller's transaction then keeps nothing)."""
+    try:
+        send_mail(subject, body, None, [address])
+    except (OSError, smtplib.SMTPException) as exc:
+        logger.warning("mail to %s failed: %s", mask_email(address), exc)
+        raise AccountError("the mail server did not take the message; nothing was changed, try again later") from None
 
 
 @transaction.atomic
@@ -642,10 +655,13 @@ def password_changed(user, *, ip: str | None = None, how: str) -> None:
         record(user, "accounts.password_reset", user, after={"ip": ip})
     address = confirmed_email(user)
     if address:
-        send_mail("CERES Portal: your password was changed",
-                  f"The password of the CERES Portal account {user.get_username()} was "
-                  f"{'reset by an emailed link' if how == 'reset' else 'changed on the account page'}. "
-                  "If you did not do this, tell a site administrator now.", None, [address])
+        try:  # the password is set whatever the mail server does; a failed notice is logged
+            send_mail("CERES Portal: your password was changed",
+                      f"The password of the CERES Portal account {user.get_username()} was "
+                      f"{'reset by an emailed link' if how == 'reset' else 'changed on the account page'}. "
+                      "If you did not do this, tell a site administrator now.", None, [address])
+        except (OSError, smtplib.SMTPException) as exc:
+            logger.warning("password-change notice to %s failed: %s", mask_email(address), exc)
 
 
 def password_change_refused(user, request) -> None:

@@ -143,6 +143,23 @@ def test_confirmation_links_are_limited_per_hour(client, make_user, settings):
     assert [m.to for m in mail.outbox] == [["c0@example.org"], ["c1@example.org"]]
 
 
+def test_a_mail_server_that_refuses_leaves_nothing_half_written(client, make_user, settings):
+    # A real SMTP connection to a port where nothing listens on this machine: refused at once.
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        free_port = probe.getsockname()[1]
+    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    settings.EMAIL_HOST, settings.EMAIL_PORT, settings.EMAIL_USE_TLS, settings.EMAIL_TIMEOUT = (
+        "127.0.0.1", free_port, False, 5)
+    ivy = make_user("ivy", password="ivy-password-1")
+    _sign_in(client, "ivy", "ivy-password-1")
+    refused = client.post(reverse("email-change"), {"address": "ivy@example.org"}, follow=True)
+    assert b"the mail server did not take the message; nothing was changed" in refused.content
+    assert services.pending_email(ivy) is None and events("accounts.email_change_requested") == []
+
+
 # --- password change --------------------------------------------------------------------------------------------
 
 
