@@ -203,8 +203,14 @@ def awaiting_second_factor(user) -> bool:
     """Signed in with the password, and a second factor still to pass: nothing but that page (and sign-out) opens,
     and the header shows nothing of the portal."""
     is_verified = getattr(user, "is_verified", None)
-    return bool(user.is_authenticated and is_verified is not None and not is_verified()
-                and second_factor_required(user))
+    if not user.is_authenticated or is_verified is None or is_verified():
+        return False
+    # Asked by the middleware and again by the header of the same request: the answer is kept on the user object.
+    required = getattr(user, "_ceres_second_factor_required", None)
+    if required is None:
+        required = second_factor_required(user)
+        user._ceres_second_factor_required = required
+    return required
 
 
 def second_factor_required_by_rule(user) -> bool:
