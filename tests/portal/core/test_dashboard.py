@@ -15,6 +15,10 @@ def test_demo_setup_is_idempotent_and_prints_logins(db, capsys):
     from portal.accounts.services import confirmed_email
     for user in get_user_model().objects.all():
         assert confirmed_email(user) == f"{user.username}@demo.ceres.invalid"
+    # One changed on the account page stays when the demo is set up again.
+    get_user_model().objects.filter(username="researcher").update(email="r.lab@example.org")
+    call_command("demo_setup")
+    assert get_user_model().objects.get(username="researcher").email == "r.lab@example.org"
 
 
 @pytest.mark.parametrize("username, panel", [
