@@ -341,6 +341,11 @@ def test_recovery_codes_need_an_authenticator_and_go_with_it(make_user, study):
     assert services.recovery_codes_left(gus) is None
     with pytest.raises(services.AccountError, match="no recovery codes"):
         services.use_recovery_code(gus, codes[0])
+    # No admin page writes codes past the audit trail (django-otp's own editable one is taken away).
+    from django.contrib import admin
+    from django_otp.plugins.otp_static.models import StaticDevice
+
+    assert StaticDevice not in admin.site._registry
 
 
 # --- the header before the second factor ------------------------------------------------------------------------
