@@ -54,6 +54,7 @@ INSTALLED_APPS = [
     "axes",
     "django_otp",
     "django_otp.plugins.otp_totp",
+    "django_otp.plugins.otp_static",  # second-factor recovery codes (only their hashes are kept)
     "portal.core",
     "portal.audit",
     "portal.studies",
@@ -411,6 +412,17 @@ OTP_TOTP_ISSUER = env_str("CERES_TOTP_ISSUER", "CERES Portal")
 # With CERES_REQUIRE_2FA, those it requires set up their second factor with a site administrator's one-time
 # enrolment code (the password alone does not open enrolment); how long such a code lasts.
 CERES_ENROLMENT_CODE_HOURS = env_int("CERES_ENROLMENT_CODE_HOURS", 72, minimum=1, maximum=24 * 30)
+# Recovery codes: how many are made at enrolment (and each time they are made again); each works once.
+CERES_RECOVERY_CODES = env_int("CERES_RECOVERY_CODES", 10, minimum=1, maximum=50)
+
+# Email address and password (portal.accounts): how long a confirmation link of a new address and a password-reset
+# link last; how many confirmation links one user, and reset requests one address and one client address, may ask
+# for an hour (more are refused until the hour is over).
+CERES_EMAIL_CONFIRM_HOURS = env_int("CERES_EMAIL_CONFIRM_HOURS", 24, minimum=1, maximum=24 * 14)
+PASSWORD_RESET_TIMEOUT = 3600 * env_int("CERES_PASSWORD_RESET_HOURS", 1, minimum=1, maximum=72)
+CERES_EMAIL_CONFIRMATIONS_PER_HOUR = env_int("CERES_EMAIL_CONFIRMATIONS_PER_HOUR", 5, minimum=1)
+CERES_PASSWORD_RESETS_PER_ADDRESS = env_int("CERES_PASSWORD_RESETS_PER_ADDRESS", 3, minimum=1)
+CERES_PASSWORD_RESETS_PER_CLIENT = env_int("CERES_PASSWORD_RESETS_PER_CLIENT", 10, minimum=1)
 
 # API tokens: their lifetime unless the user picks a shorter one, and the most one user may hold.
 CERES_TOKEN_DAYS = env_int("CERES_TOKEN_DAYS", 90, minimum=1, maximum=366)

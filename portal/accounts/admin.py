@@ -7,6 +7,7 @@ from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 from django.template.response import TemplateResponse
 from django.utils.cache import add_never_cache_headers
+from django_otp.plugins.otp_static.models import StaticDevice
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
 from portal.accounts import services
@@ -55,6 +56,9 @@ class AccessAttemptAdmin(ReadOnlyAdmin):
 
 
 admin.site.unregister(TOTPDevice)
+# Recovery codes are made by their owner only (account page, audited) and go with the reset of the second factor:
+# django-otp's own editable page for them would let codes be written past the audit trail.
+admin.site.unregister(StaticDevice)
 
 
 @admin.register(TOTPDevice)

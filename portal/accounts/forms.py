@@ -35,3 +35,14 @@ class EnrolmentCodeForm(forms.Form):
 
 class UnlockForm(forms.Form):
     username = forms.CharField(max_length=150)
+
+
+class RecoveryCodeForm(forms.Form):
+    recovery_code = forms.CharField(max_length=40, label="Recovery code",
+                                    help_text="One of the codes you were shown when you set up the second factor.",
+                                    widget=forms.TextInput(attrs={"autocomplete": "off"}))
+
+
+class EmailForm(forms.Form):
+    address = forms.CharField(max_length=254, label="New email address",
+                              widget=forms.EmailInput(attrs={"autocomplete": "email"}))

@@ -49,8 +49,7 @@ class SecondFactorMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         user = request.user
-        if (user.is_authenticated and not user.is_verified() and request.path not in self.open_paths
-                and services.second_factor_required(user)):
+        if request.path not in self.open_paths and services.awaiting_second_factor(user):
             if request.path.startswith("/api/"):
                 return JsonResponse({"detail": "pass the second factor on the sign-in page first"}, status=403)
             return redirect(f"{reverse('second-factor')}?{urlencode({'next': request.get_full_path()})}")

@@ -63,3 +63,21 @@ class EnrolmentCode(models.Model):
 
     def __str__(self) -> str:
         return f"enrolment code of {self.user} until {self.expires_at:%Y-%m-%d %H:%M}"
+
+
+class PendingEmail(models.Model):
+    """An address a user asked for on their account page, not confirmed yet.
+
+    The user's ``email`` (where mail goes) becomes this address only when the signed link sent to it is opened
+    by the same user, signed in; until then no mail but the confirmation link is sent to it.
+    """
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="pending_email")
+    address = models.EmailField()
+    requested_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "unconfirmed email address"
+
+    def __str__(self) -> str:
+        return f"{self.address} (unconfirmed) of {self.user}"

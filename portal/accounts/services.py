@@ -1,10 +1,13 @@
-"""Accounts: API tokens, login lockouts and the second factor. Every change here is an audit event."""
+"""Accounts: API tokens, login lockouts, the second factor and its recovery codes, the email address and the
+password. Every change here is an audit event."""
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import logging
 import secrets
+import smtplib
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -12,9 +15,15 @@ from axes.handlers.proxy import AxesProxyHandler
 from axes.models import AccessAttempt
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.core import signing
+from django.core.cache import cache
+from django.core.exceptions import ValidationError
+from django.core.mail import send_mail
+from django.core.validators import validate_email
 from django.db import transaction
 from django.db.models import Max, Sum
 from django.utils import timezone
+from django_otp.plugins.otp_static.models import StaticDevice, StaticToken
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
 from portal.access.models import Role
@@ -23,6 +32,8 @@ from portal.accounts.models import ApiToken, EnrolmentCode
 from portal.audit.services import record
 from portal.core.errors import ServiceError
 from portal.studies.models import Study
+
+logger = logging.getLogger(__name__)
 
 
 class AccountError(ServiceError):
@@ -186,6 +197,20 @@ def second_factor_required(user) -> bool:
     if not user.is_authenticated:
         return False
     return confirmed_device(user) is not None or second_factor_required_by_rule(user)
+
+
+def awaiting_second_factor(user) -> bool:
+    """Signed in with the password, and a second factor still to pass: nothing but that page (and sign-out) opens,
+    and the header shows nothing of the portal."""
+    is_verified = getattr(user, "is_verified", None)
+    if not user.is_authenticated or is_verified is None or is_verified():
+        return False
+    # Asked by the middleware and again by the header of the same request: the answer is kept on the user object.
+    required = getattr(user, "_ceres_second_factor_required", None)
+    if required is None:
+        required = second_factor_required(user)
+        user._ceres_second_factor_required = required
+    return required
 
 
 def second_factor_required_by_rule(user) -> bool:
@@ -395,6 +420,7 @@ def remove_second_factor(actor, user) -> None:
     if not names:
         raise AccountError(f"{user.get_username()} has no second factor to remove")
     TOTPDevice.objects.filter(user=user).delete()
+    StaticDevice.objects.filter(user=user).delete()  # its recovery codes go with it
     record(actor, "accounts.second_factor_removed", user, before={"devices": names})
 
 
@@ -413,3 +439,260 @@ def second_factor_passed_at(session) -> datetime | None:
 
 def _clean_code(code: str) -> str:
     return "".join((code or "").split())
+
+
+# --- recovery codes: sign in when the authenticator is lost -------------------------------------------------------
+#
+# django-otp's static device holds them, but each token row keeps only the first 16 hex digits of the SHA-256 of a
+# code (80 random bits), never the code: a copy of the database does not sign anyone in. A session that passed with
+# a recovery code is verified (it reaches the portal) but does not count as a fresh second factor for a release
+# approval, which then asks for a code from the authenticator itself.
+
+RECOVERY_DEVICE_NAME = "Recovery codes"
+
+
+def _recovery_hash(code: str) -> str:
+    return hashlib.sha256("".join(ch for ch in (code or "").upper() if ch.isalnum()).encode()).hexdigest()[:16]
+
+
+def recovery_codes_left(user) -> int | None:
+    """How many unused recovery codes the user holds (None: none were ever made, or they were removed)."""
+    device = StaticDevice.objects.filter(user=user, name=RECOVERY_DEVICE_NAME).first()
+    return None if device is None else device.token_set.count()
+
+
+@transaction.atomic
+def make_recovery_codes(user, *, ip: str | None = None) -> list[str]:
+    """Make a new set of ``CERES_RECOVERY_CODES`` recovery codes for ``user`` (who has an authenticator), replacing
+    any earlier set; return the codes, which are never stored and cannot be shown again."""
+    if confirmed_device(user) is None:
+        raise AccountError("set up an authenticator app first: recovery codes stand in for it when it is lost")
+    StaticDevice.objects.filter(user=user).delete()
+    device = StaticDevice.objects.create(user=user, name=RECOVERY_DEVICE_NAME, confirmed=True)
+    codes = []
+    for _ in range(settings.CERES_RECOVERY_CODES):
+        raw = base64.b32encode(secrets.token_bytes(10)).decode()  # 80 random bits, 16 characters
+        codes.append("-".join(raw[i:i + 4] for i in range(0, 16, 4)).lower())
+    StaticToken.objects.bulk_create(StaticToken(device=device, token=_recovery_hash(code)) for code in codes)
+    record(user, "accounts.recovery_codes_made", user, after={"count": len(codes), "ip": ip})
+    return codes
+
+
+def use_recovery_code(user, code: str, *, ip: str | None = None) -> StaticDevice:
+    """Pass the second factor with a recovery code, which is spent; every use and refusal is an audit event.
+
+    Wrong codes slow further tries down as wrong authenticator codes do (django-otp's throttle, doubling each
+    time). AccountError when refused."""
+    device = StaticDevice.objects.filter(user=user, name=RECOVERY_DEVICE_NAME).first()
+    if device is None or confirmed_device(user) is None:
+        raise AccountError("this account has no recovery codes; ask a site administrator to reset your second factor")
+    with transaction.atomic():
+        device = StaticDevice.objects.select_for_update(no_key=True).get(pk=device.pk)
+        allowed, _ = device.verify_is_allowed()
+        token = device.token_set.filter(token=_recovery_hash(code)).first() if allowed else None
+        if token is not None:
+            token.delete()
+            device.throttle_reset(commit=True)
+            left = device.token_set.count()
+            record(user, "accounts.recovery_code_used", user, after={"ip": ip, "left": left})
+            return device
+        if allowed:
+            device.throttle_increment(commit=True)
+        reason = "wrong or already used recovery code" if allowed else "too many wrong codes; wait and try again"
+        record(user, "accounts.recovery_code_refused", user, after={"ip": ip, "reason": reason})
+    raise AccountError(reason)
+
+
+# --- the email address: mail goes only to an address its owner confirmed ------------------------------------------
+
+_EMAIL_SALT = "ceres.accounts.email-confirmation"
+
+
+def confirmed_email(user) -> str | None:
+    """The address mail to ``user`` may be sent to: one they confirmed by opening its link (or a site administrator
+    set), None if there is none or the account is inactive."""
+    address = (getattr(user, "email", "") or "").strip()
+    return address if address and getattr(user, "is_active", False) else None
+
+
+def mask_email(address: str | None) -> str:
+    """The address as shown to others or written to the audit trail: ``a…@example.org``."""
+    if not address:
+        return ""
+    local, _, domain = address.rpartition("@")
+    if not local:
+        return "…"
+    return f"{local[0]}…@{domain}"
+
+
+def pending_email(user) -> str | None:
+    from portal.accounts.models import PendingEmail
+
+    row = PendingEmail.objects.filter(user=user).first()
+    return row.address if row else None
+
+
+def _hour_bucket(kind: str, key: str) -> str:
+    return f"ceres:throttle:{kind}:{hashlib.sha256(key.encode()).hexdigest()}:{timezone.now():%Y%m%d%H}"
+
+
+def _spend(kind: str, key: str, limit: int) -> bool:
+    """Count one more request of ``kind`` by ``key`` this hour; False once ``limit`` is passed."""
+    bucket = _hour_bucket(kind, key)
+    cache.add(bucket, 0, timeout=3700)
+    try:
+        count = cache.incr(bucket)
+    except ValueError:  # expired between add and incr
+        cache.set(bucket, 1, timeout=3700)
+        count = 1
+    return count <= limit
+
+
+def request_email_change(user, address: str, *, confirm_url, ip: str | None = None) -> str:
+    """Keep ``address`` as the user's unconfirmed address and mail it a signed confirmation link; return the link's
+    token. ``confirm_url(token)`` makes the link's absolute URL. The confirmed address (if any) stays until then."""
+    from portal.accounts.models import PendingEmail
+
+    address = (address or "").strip()
+    try:
+        validate_email(address)
+    except ValidationError:
+        raise AccountError(f"{address[:80]!r} is not an email address") from None
+    local, _, domain = address.rpartition("@")
+    address = f"{local}@{domain.lower()}"
+    if address.lower() == (user.email or "").lower():
+        raise AccountError(f"{address} is already your confirmed address")
+    User = get_user_model()
+    if User.objects.exclude(pk=user.pk).filter(email__iexact=address).exists():
+        raise AccountError(f"{address} is the confirmed address of another account; use an address of your own")
+    if not _spend("email-confirm", str(user.pk), settings.CERES_EMAIL_CONFIRMATIONS_PER_HOUR):
+        raise AccountError(f"at most {settings.CERES_EMAIL_CONFIRMATIONS_PER_HOUR} confirmation links an hour; "
+                           "try again later")
+    with transaction.atomic():
+        PendingEmail.objects.update_or_create(user=user, defaults={"address": address})
+        token = signing.TimestampSigner(salt=_EMAIL_SALT).sign_object({"u": user.pk, "a": address})
+        record(user, "accounts.email_change_requested", user, after={"address": mask_email(address), "ip": ip})
+        hours = settings.CERES_EMAIL_CONFIRM_HOURS
+        _send_or_refuse(
+            "CERES Portal: confirm your email address",
+            f"Someone (you, we hope) asked for {address} to receive the CERES Portal's mail for the account "
+            f"{user.get_username()}.\n\nTo confirm, open this link while signed in as {user.get_username()} "
+            f"(it works for {hours} hours):\n\n{confirm_url(token)}\n\n"
+            "If you did not ask for this, ignore this message: nothing is sent to this address until it is confirmed.",
+            address)
+    return token
+
+
+def _send_or_refuse(subject: str, body: str, address: str) -> None:
+    """Send one message; a mail server that fails is an AccountError (the caller's transaction then keeps nothing)."""
+    try:
+        send_mail(subject, body, None, [address])
+    except (OSError, smtplib.SMTPException) as exc:
+        logger.warning("mail to %s failed: %s", mask_email(address), exc)
+        raise AccountError("the mail server did not take the message; nothing was changed, try again later") from None
+
+
+@transaction.atomic
+def confirm_email(user, token: str, *, ip: str | None = None) -> str:
+    """Open a confirmation link: the unconfirmed address it names becomes the user's ``email``. Only the user the
+    link was made for, signed in, confirms it (an address typed wrongly does not hand their mail to a stranger who
+    clicks); a link for an address replaced since, or used already, or older than ``CERES_EMAIL_CONFIRM_HOURS``
+    is refused."""
+    from portal.accounts.models import PendingEmail
+
+    try:
+        data = signing.TimestampSigner(salt=_EMAIL_SALT).unsign_object(
+            token, max_age=timedelta(hours=settings.CERES_EMAIL_CONFIRM_HOURS))
+    except signing.SignatureExpired:
+        raise AccountError(f"this confirmation link is older than {settings.CERES_EMAIL_CONFIRM_HOURS} hours; "
+                           "enter the address again on your account page for a new one") from None
+    except signing.BadSignature:
+        raise AccountError("this confirmation link is not valid (copy the whole link from the message)") from None
+    if data.get("u") != user.pk:
+        raise AccountError("this confirmation link was made for another account; sign in as the account that "
+                           "asked for it")
+    pending = PendingEmail.objects.select_for_update().filter(user=user).first()
+    if pending is None or pending.address != data.get("a"):
+        raise AccountError("this confirmation link was used already or its address was replaced since; "
+                           "your account page shows the address in use")
+    before = user.email or None
+    user.email = pending.address
+    user.save(update_fields=["email"])
+    pending.delete()
+    record(user, "accounts.email_confirmed", user,
+           before={"address": mask_email(before)} if before else None,
+           after={"address": mask_email(user.email), "ip": ip})
+    return user.email
+
+
+@transaction.atomic
+def remove_email(user, *, ip: str | None = None) -> None:
+    """Remove the user's confirmed and unconfirmed address: no mail is sent to them any more."""
+    from portal.accounts.models import PendingEmail
+
+    had = user.email
+    PendingEmail.objects.filter(user=user).delete()
+    if not had:
+        raise AccountError("your account has no confirmed email address")
+    user.email = ""
+    user.save(update_fields=["email"])
+    record(user, "accounts.email_removed", user, before={"address": mask_email(had)}, after={"ip": ip})
+
+
+def set_confirmed_email(actor, user, address: str) -> None:
+    """Give ``user`` a confirmed address without a link (demo data; a site administrator's act)."""
+    validate_email(address)
+    if user.email == address:
+        return
+    user.email = address
+    user.save(update_fields=["email"])
+    record(actor, "accounts.email_confirmed", user, after={"address": mask_email(address), "provisioned": True})
+
+
+# --- password: change and reset, audited; a reset does not lift a lockout ------------------------------------------
+
+
+def password_changed(user, *, ip: str | None = None, how: str) -> None:
+    """After a password change (``how``: "changed" on the account page, "reset" by an emailed link): tell the user's
+    confirmed address, so that a change they did not make does not go unnoticed. Every change of a password is an
+    audit event already (``accounts.password_changed``, whatever the path); a reset adds ``accounts.password_reset``
+    with the client's address, the reset link being the only proof of who set it."""
+    if how == "reset":
+        record(user, "accounts.password_reset", user, after={"ip": ip})
+    address = confirmed_email(user)
+    if address:
+        try:  # the password is set whatever the mail server does; a failed notice is logged
+            send_mail("CERES Portal: your password was changed",
+                      f"The password of the CERES Portal account {user.get_username()} was "
+                      f"{'reset by an emailed link' if how == 'reset' else 'changed on the account page'}. "
+                      "If you did not do this, tell a site administrator now.", None, [address])
+        except (OSError, smtplib.SMTPException) as exc:
+            logger.warning("password-change notice to %s failed: %s", mask_email(address), exc)
+
+
+def password_change_refused(user, request) -> None:
+    """A wrong current password on the change form counts as a failed sign-in of the account (the lockout's rules):
+    a session left open does not let anyone guess the password at leisure."""
+    from django.contrib.auth.signals import user_login_failed
+
+    user_login_failed.send(sender=__name__, credentials={"username": user.get_username()}, request=request)
+
+
+def is_locked_out(request, username: str) -> bool:
+    """Whether the lockout refuses ``username`` (or this client's address) now."""
+    return AxesProxyHandler.is_locked(request, {"username": username})
+
+
+def password_reset_allowed(address: str, ip: str | None) -> bool:
+    """Count a reset request for ``address`` from ``ip``; False once either passed its hourly limit. Every request
+    is an audit event (the address masked), allowed or not, whether or not an account has the address."""
+    normalised = (address or "").strip().lower()
+    by_address = _spend("reset-address", normalised, settings.CERES_PASSWORD_RESETS_PER_ADDRESS)
+    by_client = _spend("reset-client", ip or "", settings.CERES_PASSWORD_RESETS_PER_CLIENT)
+    allowed = by_address and by_client
+    account = get_user_model().objects.filter(email__iexact=normalised, is_active=True).first() if normalised else None
+    record("anonymous", "accounts.password_reset_requested", account,
+           after={"address": mask_email(normalised), "ip": ip,
+                  **({} if allowed else {"refused": "too many requests for this address" if not by_address
+                                         else "too many requests from this client"})})
+    return allowed

@@ -1,4 +1,5 @@
 from portal.access.permissions import roles_by_study
+from portal.accounts.services import awaiting_second_factor
 from portal.fixity.services import alerts
 
 
@@ -8,5 +9,8 @@ def navigation(request):
     user = getattr(request, "user", None)
     if user is None or not user.is_authenticated:
         return {}
+    if awaiting_second_factor(user):
+        # Signed in with the password only: the header names no study (nor anything else) before the second factor.
+        return {"awaiting_second_factor": True}
     nav = roles_by_study(user, open_alerts=alerts.open_alerts_per_study())
     return {"nav_studies": nav, "alert_banner": alerts.banner(nav, request)}

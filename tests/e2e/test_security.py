@@ -60,6 +60,8 @@ def test_admin_and_account_pages_keep_the_policy_and_enrolment_works(demo, guard
 
     page.fill("#id_code", f"{totp(base64.b32decode(secret)):06d}")
     page.click("button:has-text('Confirm')")
+    assert len(page.locator("#recovery-codes li").all_inner_texts()) == 10  # shown once, after confirming
+    page.click("text=I have kept them: continue")
     page.wait_for_url("**/")
     page.goto("/accounts/")
     assert "An authenticator app is set up" in page.inner_text("#second-factor")

@@ -43,6 +43,18 @@ SITE: dict[str, Expect] = {
     "second-factor": _e("GET", (302, TO_LOGIN), 200, 200, 200),
     "second-factor-remove": _e("POST", (302, TO_LOGIN), (302, "/accounts/"), (302, "/accounts/"),
                                (302, "/accounts/")),
+    "recovery-codes": _e("POST", (302, TO_LOGIN), (302, "/accounts/"), (302, "/accounts/"), (302, "/accounts/")),
+    "email-change": _e("POST", (302, TO_LOGIN), (302, "/accounts/#email"), (302, "/accounts/#email"),
+                       (302, "/accounts/#email")),
+    "email-remove": _e("POST", (302, TO_LOGIN), (302, "/accounts/#email"), (302, "/accounts/#email"),
+                       (302, "/accounts/#email")),
+    "email-confirm": _e("GET", (302, TO_LOGIN), 200, 200, 200),  # a page with a button; the link is no key alone
+    "password-change": _e("GET", (302, TO_LOGIN), 200, 200, 200),
+    # Password reset: for anyone; the link's own page refuses a link that is not valid.
+    "password-reset": _e("GET", 200, 200, 200, 200),
+    "password-reset-done": _e("GET", 200, 200, 200, 200),
+    "password-reset-complete": _e("GET", 200, 200, 200, 200),
+    "password-reset-confirm": _e("GET", 200, 200, 200, 200),
     "healthz": _e("GET", 200, 200, 200, 200),
     "release-public-key": _e("GET", 200, 200, 200, 200),  # public: anyone verifies a release with it
     "favicon.ico": _e("GET", (302, "/static/favicon"), (302, "/static/favicon"), (302, "/static/favicon"),
@@ -62,7 +74,8 @@ SITE: dict[str, Expect] = {
     "api-my-access-request-cancel": _e("POST", 403, 200, 404, 404),  # the member's own request, once
 }
 # Asked with GET as well: a state change is never made by a link.
-SITE_GET_REFUSED = ("logout", "token-revoke", "second-factor-remove")
+SITE_GET_REFUSED = ("logout", "token-revoke", "second-factor-remove", "recovery-codes", "email-change",
+                    "email-remove")
 
 ROUTES = {route.key: route for route in all_routes()}
 ADMIN = sorted(key for key, route in ROUTES.items() if route.namespace == "admin")
@@ -78,7 +91,8 @@ def world(make_study, make_user, django_user_model):
     agreement = publish_data_use_agreement(member, alpha, text="Use the data for robot learning only.")
     pending = request_access(member, alpha, purpose="a policy", version=agreement.version, sha256=agreement.sha256)
     return {"users": {"anonymous": None, "member": member, "outsider": outsider, "staff": staff},
-            "values": {"pk": token.pk, "code": alpha.code, "uid": pending.uid, "token": "not-a-signed-link"}}
+            "values": {"pk": token.pk, "code": alpha.code, "uid": pending.uid, "token": "not-a-signed-link",
+                       "uidb64": "MQ"}}
 
 
 def _ask(client, user, method: str, url: str, accept: str = "*/*"):

@@ -9,6 +9,16 @@ def test_demo_setup_is_idempotent_and_prints_logins(db, capsys):
     for username in ("coordinator", "ethics1", "ethics2", "researcher", "admin"):
         assert f"{username} " in out
         assert f"ceres-demo-{username}" in out
+    # Each demo account has a confirmed address on a domain that never resolves (the demo prints its mail).
+    from django.contrib.auth import get_user_model
+
+    from portal.accounts.services import confirmed_email
+    for user in get_user_model().objects.all():
+        assert confirmed_email(user) == f"{user.username}@demo.ceres.invalid"
+    # One changed on the account page stays when the demo is set up again.
+    get_user_model().objects.filter(username="researcher").update(email="r.lab@example.org")
+    call_command("demo_setup")
+    assert get_user_model().objects.get(username="researcher").email == "r.lab@example.org"
 
 
 @pytest.mark.parametrize("username, panel", [
