@@ -25,8 +25,9 @@ web= worker= heavy=
 stop_group() {  # leader pid, seconds to wait after TERM
     [[ -n $1 ]] || return 0
     kill -TERM "$1" 2>/dev/null || true
-    local tenths=$(($2 * 10))
-    while ((tenths-- > 0)) && kill -0 "$1" 2>/dev/null; do sleep 0.1; done
+    # A deadline on the clock, not a count of naps: on a loaded machine each `sleep` takes longer than it asks.
+    local deadline=$((${EPOCHREALTIME/./} + $2 * 1000000))
+    while ((${EPOCHREALTIME/./} < deadline)) && kill -0 "$1" 2>/dev/null; do sleep 0.1; done
     kill -KILL -- "-$1" 2>/dev/null || true
 }
 stop() {
