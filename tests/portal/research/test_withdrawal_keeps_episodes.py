@@ -143,7 +143,7 @@ def test_a_carried_approval_that_names_another_manifest_does_not_verify(reg, wor
                                          audit_chain_head=manifest["audit_chain_head"])
     (folder / MANIFEST).write_bytes(data)
     (folder / f"{MANIFEST}.sig").write_bytes(release_format.sign(signing_key(), data))
-    with pytest.raises(ReleaseProblem, match="approvals carried over are not the carried_approvals the release section names"):
+    with pytest.raises(ReleaseProblem, match="the approvals carried over are not the carried_approvals the release"):
         verify_release(folder, public_key())
 
 
