@@ -90,12 +90,12 @@ def release_files(request: ReleaseRequest) -> dict[str, tuple[str, int | None]]:
 
 
 def unavailable(items: list[ReleaseItem]) -> list[str]:
-    """Why each of ``items`` may not be given out now (empty: all may): its release is no longer published, or
-    its demonstrator's consent no longer covers it."""
+    """Why each of ``items`` may not be given out now (empty: all may): its release is no longer published (nor
+    superseded by one that serves the same episode), or its demonstrator's consent no longer covers it."""
     problems = []
     requests = {item.request_id: item.request for item in items}
     for request in requests.values():
-        if not serving(request):
+        if not serving(request) and not all(_moved(item) for item in items if item.request_id == request.pk):
             problems.append(f"{request.release_id} is {request.get_state_display().lower()}, not published")
     recordings = [item.episode.recording for item in items]
     checks = gate.consent_checks(recordings)
@@ -104,6 +104,15 @@ def unavailable(items: list[ReleaseItem]) -> list[str]:
         if failing:
             problems.append(f"{item.request.release_id}/{item.folder} is no longer available: {'; '.join(failing)}")
     return problems
+
+
+def _moved(item: ReleaseItem) -> bool:
+    """An episode of a superseded release that the release superseding it serves, unchanged (a one-dataset
+    download built from the old release keeps its unaffected episodes)."""
+    if item.request.state != SUPERSEDED:
+        return False
+    moved = successor_item(item.request.number, item.episode_index)
+    return moved is not None and (moved.capture_id, moved.receipt_sha256) == (item.capture_id, item.receipt_sha256)
 
 
 def require_available(items: list[ReleaseItem]) -> None:

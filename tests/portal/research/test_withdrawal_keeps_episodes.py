@@ -23,7 +23,8 @@ from portal.releases.models import Approval, ReleaseItem, ReleaseRequest
 from portal.releases.services import publish
 from portal.releases.services.manifest import public_key
 from portal.research.exceptions import AccessRefused
-from portal.research.services import links
+from portal.research.models import Dataset
+from portal.research.services import datasets, links
 from tests.portal.research import test_withdrawal as base
 from tests.portal.research.linkfetch import fetch
 from tests.portal.research.test_withdrawal import run, withdraw
@@ -50,8 +51,12 @@ def pull(client, issued, folder: Path) -> Path:
 @pytest.fixture
 def superseded(reg, world, django_capture_on_commit_callbacks, sent_tasks):
     """release-0001 (episodes 0, 1, 2) after the withdrawal of the demonstrator of 0 and 2, before the release
-    job of its successor ran."""
+    job of its successor ran; r2 built a one-dataset download of episode 1 from release-0001 before."""
     assert reg.study.carry_over_approvals  # the default of a new study
+    with scope(study=reg.study):
+        kept, _ = datasets.request_dataset(world.researchers["r2"], reg.study, [base.item(world.first, 1)])
+        datasets.build_dataset(kept.pk)
+    world.datasets = (*world.datasets, kept)
     withdrawal = withdraw(reg, django_capture_on_commit_callbacks, sent_tasks)
     with django_capture_on_commit_callbacks(execute=True):
         withdrawal = run(withdrawal)
@@ -115,6 +120,12 @@ def test_a_researcher_keeps_every_unaffected_episode_without_a_new_approval(
     for approval in expected:
         assert (f"carries the approval of {approval['officer']} at {approval['approved_at']} of "
                 f"{approval['manifest_sha256']}") in out
+
+    # The one-dataset download of the unaffected episode built from release-0001 is still given out.
+    with scope(study=reg.study):
+        kept = Dataset.objects.get(pk=world.datasets[-1].pk)
+        assert kept.state == Dataset.State.READY
+        pull(client, links.dataset_links(researcher, kept, via="api"), tmp_path / "dataset")
 
     # Old bookmarks lead to the same episode in the new release; the withdrawn episode leads nowhere.
     moved = client.get(f"/studies/{code}/released/1/episodes/1/")
