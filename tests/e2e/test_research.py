@@ -131,7 +131,8 @@ def test_ask_be_granted_browse_view_download_and_build_one_dataset(demo, pipelin
 @pytest.mark.django_db(transaction=True)
 def test_a_withdrawal_and_its_reach_report(demo, pipeline_worker, page, login, shot, tmp_path):
     """The coordinator records a withdrawal on the demonstrator's page and watches the worker's reach report
-    complete: the release is superseded and its successor waits for review."""
+    complete: the release is superseded (all its episodes were this person's, so nothing supersedes it), and an
+    ethics officer's dashboard still counts it as published and shows the withdrawal and its reach."""
     registry = demo_registry()
     released = released_in_the_background(demo, registry, pipeline_worker, tmp_path)
     login(page, "coordinator", "ceres-demo-coordinator")
@@ -149,3 +150,11 @@ def test_a_withdrawal_and_its_reach_report(demo, pipeline_worker, page, login, s
     page.goto("/studies/demo/releases/1/")
     page.locator("#state .status", has_text="Superseded").wait_for()
     shot(page, "release-superseded")
+    sign_out(page)
+    login(page, "ethics1", "ceres-demo-ethics1")
+    panel = page.locator('[data-role="ethics_officer"]')
+    published = panel.locator("li", has_text="Releases published (1 since superseded after a withdrawal)")
+    assert published.locator(".count").inner_text() == "1"
+    reach = panel.locator("li", has_text="Consent withdrawals (reach: 3 episode(s), 1 release(s) superseded")
+    assert reach.locator(".count").inner_text() == "1"
+    shot(page, "dashboard-after-withdrawal")
