@@ -60,6 +60,7 @@ def test_the_dashboard_counts_superseded_releases_and_shows_the_withdrawals_and_
     assert f'href="/studies/{reg.study.code}/withdrawals/{withdrawal.pk}/">withdrawal {withdrawal.pk}</a>' in made_by
     assert "not requested by anyone" in made_by and "carrying its 2 approvals" in made_by
     assert "Requested by" not in detail
+    assert detail.count(f'<small class="carried">the manifest of {first.release_id}: carried over</small>') == 2
     listed = client.get(f"/studies/{reg.study.code}/releases/").content.decode()
     row = listed.split(f"{successor.release_id}", 1)[1].split("</tr>", 1)[0]
     assert "by a withdrawal" in row and reg.coordinator.username not in row
