@@ -59,7 +59,7 @@ def release_list(request: HttpRequest, study) -> HttpResponse:
     mine = request.GET.get("mine") == "1"
     requests_ = ReleaseRequest.objects.select_related("requested_by").only(
         "number", "state", "purpose", "created_at", "episode_count", "approvals_required", "requested_by__username",
-        "study_id")
+        "study_id", "supersedes_id")
     base = ReleaseRequest.objects.filter(requested_by=request.user) if mine else ReleaseRequest.objects.all()
     counts = dict(base.values_list("state").annotate(n=Count("pk")).order_by())
     if mine:
