@@ -47,7 +47,14 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _verify_release(args: argparse.Namespace) -> int:
-    from exporter.release import ReleaseProblem, fingerprint, load_public_key, manifest_files, verify_release
+    from exporter.release import (
+        ReleaseProblem,
+        fingerprint,
+        load_public_key,
+        manifest_files,
+        superseding,
+        verify_release,
+    )
 
     try:
         public_key = load_public_key(args.public_key)
@@ -70,6 +77,14 @@ def _verify_release(args: argparse.Namespace) -> int:
           f"(key {fingerprint(public_key)}), {len(release['episodes'])} episodes, "
           f"{len(manifest_files(manifest))} files match the manifest, "
           f"{len(manifest['approvals'])} approvals")
+    named = superseding(manifest)
+    if named is not None:
+        digest = f" (manifest {named['manifest_sha256']})" if named.get("manifest_sha256") else ""
+        withdrawal = f", made by withdrawal {named['withdrawal']}" if named.get("withdrawal") is not None else ""
+        print(f"supersedes {named.get('release_id')}{digest}{withdrawal}")
+        for approval in named["carried_approvals"]:
+            print(f"carries the approval of {approval['officer']} at {approval['approved_at']} of "
+                  f"{approval['manifest_sha256']}")
     return 0
 
 

@@ -43,11 +43,16 @@ def episode_folder(episode_index: int) -> str:
 
 
 def release_section(*, study: str, release_id: str, purpose: str, requested_by: str, requested_at: str,
-                    episodes: list[dict[str, Any]], supersedes: str | None = None) -> dict[str, Any]:
+                    episodes: list[dict[str, Any]], supersedes: str | dict[str, Any] | None = None,
+                    withdrawal: int | None = None, carried_approvals: list[dict[str, Any]] | None = None) \
+        -> dict[str, Any]:
     """What ethics officers are shown and approve. ``episodes``: ``episode_index``, ``episode_id``,
     ``receipt_sha256`` and ``files`` (the shard's files, receipt included: ``path`` relative to the shard,
     ``bytes``, ``sha256``). File paths become relative to the release folder. ``supersedes``: the release this
-    one replaces after a withdrawal (absent otherwise, so other manifests keep their bytes)."""
+    one replaces after a withdrawal (absent otherwise, so other manifests keep their bytes): its ``release_id``,
+    ``number`` and ``manifest_sha256`` (a bare release id in releases made before they were named). ``withdrawal``:
+    the id of the withdrawal that made it; ``carried_approvals``: the superseded release's approvals it carries
+    (``officer``, ``approved_at``, ``manifest_sha256``), when it carries them instead of being approved again."""
     section = {
         "study": study,
         "release_id": release_id,
@@ -70,6 +75,12 @@ def release_section(*, study: str, release_id: str, purpose: str, requested_by: 
     }
     if supersedes is not None:
         section["supersedes"] = supersedes
+    if withdrawal is not None:
+        section["withdrawal"] = withdrawal
+    if carried_approvals:
+        section["carried_approvals"] = [
+            {"officer": a["officer"], "approved_at": a["approved_at"], "manifest_sha256": a["manifest_sha256"]}
+            for a in sorted(carried_approvals, key=lambda a: (a["approved_at"], a["officer"]))]
     return section
 
 
@@ -272,11 +283,57 @@ def parse_signed_manifest(data: bytes, signature: bytes, public_key: Ed25519Publ
     if manifest.get("manifest_sha256") != shown:
         kind = "release" if schema == SCHEMA else "dataset"
         raise ReleaseProblem(f"{name}: manifest_sha256 does not match its {kind} section")
+    carried = _carried(manifest, name) if schema == SCHEMA else []
     for approval in approvals:
+        if approval.get("carried_over_from") is not None:
+            if {key: approval.get(key) for key in ("officer", "approved_at", "manifest_sha256")} not in carried:
+                raise ReleaseProblem(f"{name}: the approval of {approval.get('officer')!r} carried over from "
+                                     f"{approval.get('carried_over_from')!r} is not one the release section "
+                                     f"names as carried")
+            continue
         if approval.get("manifest_sha256") != shown:
             raise ReleaseProblem(f"{name}: the approval of {approval.get('officer')!r} names another "
                                  f"manifest ({approval.get('manifest_sha256')})")
     return manifest
+
+
+def superseding(manifest: dict[str, Any]) -> dict[str, Any] | None:
+    """What a superseding release's manifest names: the release it supersedes (``release_id``, ``number``,
+    ``manifest_sha256``; only ``release_id`` in releases made before they were named), the ``withdrawal`` and the
+    ``carried_approvals``; None for any other manifest."""
+    section = manifest.get("release") if manifest.get("schema") == SCHEMA else None
+    if not section or section.get("supersedes") is None:
+        return None
+    supersedes = section["supersedes"]
+    named = dict(supersedes) if isinstance(supersedes, dict) else {"release_id": supersedes}
+    return {**named, "withdrawal": section.get("withdrawal"), "carried_approvals": section.get("carried_approvals",
+                                                                                                [])}
+
+
+def _carried(manifest: dict[str, Any], name: str) -> list[dict[str, Any]]:
+    """The approvals a superseding release's section names as carried, once checked: each names the superseded
+    release's manifest digest, and the carried approvals in ``approvals`` are exactly those."""
+    section = manifest["release"]
+    carried = section.get("carried_approvals")
+    if carried is None:
+        return []
+    supersedes = section.get("supersedes")
+    if not isinstance(carried, list) or not carried or not isinstance(supersedes, dict) \
+            or not isinstance(supersedes.get("manifest_sha256"), str) or type(supersedes.get("number")) is not int \
+            or type(section.get("withdrawal")) is not int:
+        raise ReleaseProblem(f"{name}: carried_approvals needs the release it supersedes (number and "
+                             f"manifest_sha256) and the withdrawal that made it")
+    for approval in carried:
+        if not isinstance(approval, dict) or approval.get("manifest_sha256") != supersedes["manifest_sha256"]:
+            shown = approval.get("officer") if isinstance(approval, dict) else approval
+            raise ReleaseProblem(f"{name}: the carried approval of {shown!r} does not name the manifest of "
+                                 f"{supersedes.get('release_id')!r} ({supersedes['manifest_sha256']})")
+    listed = [{key: a.get(key) for key in ("officer", "approved_at", "manifest_sha256")}
+              for a in manifest["approvals"] if a.get("carried_over_from") is not None]
+    if sorted(map(json_bytes, listed)) != sorted(map(json_bytes, carried)):
+        raise ReleaseProblem(f"{name}: the approvals carried over are not the carried_approvals the release "
+                             f"section names")
+    return carried
 
 
 def _check_fields(manifest: dict[str, Any], schema: str) -> None:

@@ -31,9 +31,15 @@ def coordinator_items(study, user):
 def ethics_items(study, user):
     url = reverse("release-list", args=[study.code])
     queue = awaiting_officer(user).count()
-    return [
+    items = [
         Item("Release requests awaiting your approval", queue, url=f"{url}?state=awaiting_approval",
              attention=bool(queue), empty_text="No release request is waiting for you."),
-        Item("Releases published", ReleaseRequest.objects.filter(state=State.RELEASED).count(),
-             url=f"{url}?state=released", empty_text="No release yet."),
     ]
+    published = dict(ReleaseRequest.objects.filter(state__in=(State.RELEASED, State.SUPERSEDED)).values_list("state")
+                     .annotate(n=Count("pk")).order_by())  # one grouped count
+    superseded = published.get(State.SUPERSEDED, 0)
+    # A superseded release was published too: it counts, and says so.
+    items.append(Item("Releases published" + (f" ({superseded} since superseded after a withdrawal)"
+                                              if superseded else ""),
+                      sum(published.values()), url=f"{url}?state=released", empty_text="No release yet."))
+    return items

@@ -77,6 +77,12 @@ class ReleaseRequest(StateMachineModel):
     supersedes = models.OneToOneField("self", on_delete=models.PROTECT, null=True, blank=True,
                                       related_name="superseded_by",
                                       help_text="The release this one replaces after a consent withdrawal.")
+    # Of a release made by a withdrawal (empty otherwise, and for those made before it was kept): the release it
+    # supersedes (``release_id``, ``number``, ``manifest_sha256``), the ``withdrawal`` (its id) and the approvals it
+    # carries (``officer``, ``approved_at``, ``manifest_sha256`` each officer approved), as its manifest names them.
+    superseding = models.JSONField(default=dict, blank=True,
+                                   help_text="What the release it supersedes, the withdrawal and the approvals it "
+                                             "carries are, as its manifest names them.")
 
     # The moves a request may make, and nothing else. A failed release may be tried again; nothing is
     # approved by timeout; a rejected request never moves again, and a released one only to superseded, when a

@@ -59,7 +59,7 @@ def release_list(request: HttpRequest, study) -> HttpResponse:
     mine = request.GET.get("mine") == "1"
     requests_ = ReleaseRequest.objects.select_related("requested_by").only(
         "number", "state", "purpose", "created_at", "episode_count", "approvals_required", "requested_by__username",
-        "study_id")
+        "study_id", "supersedes_id")
     base = ReleaseRequest.objects.filter(requested_by=request.user) if mine else ReleaseRequest.objects.all()
     counts = dict(base.values_list("state").annotate(n=Count("pk")).order_by())
     if mine:
@@ -182,7 +182,21 @@ def _detail_context(request: HttpRequest, study, release_request: ReleaseRequest
         "in_progress": release_request.state in (State.APPROVED, State.RELEASING) or checklist.pending,
         "public_key_fingerprint": manifest.key_fingerprint(),
         "superseded_by": ReleaseRequest.objects.filter(supersedes=release_request).only("number").first(),
+        "made_by_withdrawal": _made_by_withdrawal(release_request),
+        "carried_approvals": (release_request.superseding or {}).get("carried_approvals") or [],
     }
+
+
+def _made_by_withdrawal(release_request: ReleaseRequest) -> int | None:
+    """The id of the withdrawal that made a superseding release (from its tombstone for one made before it was
+    kept on the request); None for any other."""
+    if not release_request.supersedes_id:
+        return None
+    if (release_request.superseding or {}).get("withdrawal"):
+        return release_request.superseding["withdrawal"]
+    from portal.research.models import Tombstone  # research builds on releases
+
+    return Tombstone.objects.filter(superseded_by=release_request).values_list("withdrawal_id", flat=True).first()
 
 
 @never_cache

@@ -7,7 +7,7 @@ from django.utils import timezone
 from portal.access.models import Role
 from portal.core.dashboard import Item, register
 from portal.research.exceptions import AccessRefused
-from portal.research.models import AccessRequest, DatasetRequester
+from portal.research.models import AccessRequest, DatasetRequester, Withdrawal
 from portal.research.services import access, catalogue
 
 
@@ -37,7 +37,24 @@ def _steward_items(study, user):
     waiting = AccessRequest.objects.filter(study=study, state=AccessRequest.State.PENDING).count()
     url = reverse("research-access-requests", args=[study.code])
     return [Item("Access requests waiting for a decision", waiting, url=f"{url}?state=pending",
-                 attention=bool(waiting), empty_text="No researcher is waiting for access.")]
+                 attention=bool(waiting), empty_text="No researcher is waiting for access."),
+            withdrawals_item(study)]
+
+
+def withdrawals_item(study) -> Item:
+    """The study's consent withdrawals and their reach (episodes removed, releases superseded, one-dataset
+    downloads removed, researchers told); attention while one is not done."""
+    rows = list(Withdrawal.objects.filter(study=study).values_list("state", "reach"))
+    reaches = [reach or {} for _, reach in rows]
+    unfinished = sum(1 for state, _ in rows if state != Withdrawal.State.DONE)
+    reach = (f"reach: {sum(len(r.get('episodes', [])) for r in reaches)} episode(s), "
+             f"{sum(len(r.get('releases', [])) for r in reaches)} release(s) superseded, "
+             f"{sum(len(r.get('datasets', [])) for r in reaches)} one-dataset download(s) removed, "
+             f"{sum(len(r.get('researchers', [])) for r in reaches)} researcher(s) who had downloaded them")
+    label = "Consent withdrawals" + (f" ({reach}" + (f"; {unfinished} not done yet" if unfinished else "") + ")"
+                                     if rows else "")
+    return Item(label, len(rows), url=reverse("research-withdrawals", args=[study.code]), attention=bool(unfinished),
+                empty_text="No demonstrator has withdrawn consent.")
 
 
 register(Role.COORDINATOR)(_steward_items)

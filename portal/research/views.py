@@ -319,17 +319,21 @@ def release_page(request: HttpRequest, study, number: int) -> HttpResponse:
     """A published release: its signed manifest's digest and key, its episodes and every file to download. A
     superseded one says by which release."""
     superseded = ReleaseRequest.objects.filter(number=number, state=ReleaseRequest.State.SUPERSEDED).first()
-    if superseded is not None:
+    if superseded is not None and not catalogue.serving(superseded):
+        successor = ReleaseRequest.objects.filter(supersedes=superseded).first()
+        if successor is not None and successor.state == ReleaseRequest.State.RELEASED:
+            return redirect("research-release", study.code, successor.number)
         return render(request, "research/superseded.html", {
-            "study": study, "release_request": superseded,
-            "successor": ReleaseRequest.objects.filter(supersedes=superseded).first()})
+            "study": study, "release_request": superseded, "successor": successor})
     release_request = catalogue.released_request(number)
-    items = list(release_request.items.select_related("episode__recording__demonstrator"))
+    items = list(catalogue.released_items().filter(request=release_request).select_related(
+        "episode__recording__demonstrator"))
     return render(request, "research/release.html", {
         "study": study, "release_request": release_request, "release": release_request.release, "items": items,
         "access_problem": _checked_access(request, study), "portal_url": request.build_absolute_uri("/").rstrip("/"),
         "public_key_fingerprint": key_fingerprint(), "manifest_names": [MANIFEST, SIGNATURE],
         "link_seconds": settings.CERES_DOWNLOAD_LINK_SECONDS,
+        "successor": ReleaseRequest.objects.filter(supersedes=release_request).first() if superseded else None,
     })
 
 
@@ -378,8 +382,13 @@ def _viewer_item(number: int, episode_index: int) -> ReleaseItem:
 
 @study_view(RESEARCHER)
 def episode(request: HttpRequest, study, number: int, episode_index: int) -> HttpResponse:
+    """An episode in the viewer; an old bookmark to an episode of a superseded release leads to the same episode
+    in the published release that superseded it."""
+    moved = catalogue.successor_item(number, episode_index)
+    if moved is not None:
+        return redirect("research-episode", study.code, moved.request.number, episode_index)
     item = _viewer_item(number, episode_index)
-    indexes = list(ReleaseItem.objects.filter(request=item.request).values_list("episode_index", flat=True))
+    indexes = list(catalogue.released_items().filter(request=item.request).values_list("episode_index", flat=True))
     position = indexes.index(episode_index)
 
     def link(offset: int) -> str | None:

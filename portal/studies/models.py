@@ -46,9 +46,11 @@ class Study(models.Model):
     pending_approvals_at = models.DateTimeField(null=True, blank=True)
     approval_second_factor = models.BooleanField(
         default=False, help_text="Approving a release needs a fresh second factor (CERES_REQUIRE_2FA asks it too).")
+    # On by default: a superseding release only removes a withdrawn person's episodes from an approved one, a
+    # strict subset of what was approved, checked again at signing (``releases.services.supersede``).
     carry_over_approvals = models.BooleanField(
-        default=False, help_text="A release superseded after a withdrawal keeps its approvals (else it goes back to "
-                                 "the ethics officers' review).")
+        default=True, help_text="A release superseded after a withdrawal keeps its approvals (else it goes back to "
+                                "the ethics officers' review).")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

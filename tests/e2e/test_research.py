@@ -18,19 +18,23 @@ from portal.releases.models import ReleaseRequest
 from portal.releases.services import gate, requests
 from portal.releases.services.approval import approve
 from portal.research.models import Dataset
+from portal.studies.services.consent import give_consent
+from portal.studies.services.demonstrators import create_demonstrator
 from tests.e2e.test_releases import sign_out, until, verified_count, wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
 
 
-def released_in_the_background(demo, registry, pipeline_worker, tmp_path) -> ReleaseRequest:
-    """Three episodes exported, verified and released by the worker (the release journey has its own test)."""
+def released_in_the_background(demo, registry, pipeline_worker, tmp_path, blocks=None) -> ReleaseRequest:
+    """Three episodes exported, verified and released by the worker (the release journey has its own test);
+    ``blocks``: each capture's study block (the demo demonstrator's by default)."""
     recorded_at = datetime.now(UTC).replace(microsecond=0) - timedelta(days=1)
+    blocks = blocks or [registry.study_block()] * 3
     with scope(study=demo):
-        for seed in (1, 2, 3):
+        for seed, block in enumerate(blocks, start=1):
             source = generate_capture(tmp_path / f"capture-{seed}", seconds=3.0, rate_hz=15, seed=seed, width=160,
                                       height=120, capture_id=f"research-journey-{seed}",
-                                      study=registry.study_block(), recorded_at=recorded_at)
+                                      study=block, recorded_at=recorded_at)
             ingest_path(registry.coordinator, demo, source)
     wait_for(lambda: verified_count(demo) == 3, 180, "three verified episodes")
     from django.contrib.auth import get_user_model
@@ -131,7 +135,8 @@ def test_ask_be_granted_browse_view_download_and_build_one_dataset(demo, pipelin
 @pytest.mark.django_db(transaction=True)
 def test_a_withdrawal_and_its_reach_report(demo, pipeline_worker, page, login, shot, tmp_path):
     """The coordinator records a withdrawal on the demonstrator's page and watches the worker's reach report
-    complete: the release is superseded and its successor waits for review."""
+    complete: the release is superseded (all its episodes were this person's, so nothing supersedes it), and an
+    ethics officer's dashboard still counts it as published and shows the withdrawal and its reach."""
     registry = demo_registry()
     released = released_in_the_background(demo, registry, pipeline_worker, tmp_path)
     login(page, "coordinator", "ceres-demo-coordinator")
@@ -149,3 +154,60 @@ def test_a_withdrawal_and_its_reach_report(demo, pipeline_worker, page, login, s
     page.goto("/studies/demo/releases/1/")
     page.locator("#state .status", has_text="Superseded").wait_for()
     shot(page, "release-superseded")
+    sign_out(page)
+    login(page, "ethics1", "ceres-demo-ethics1")
+    panel = page.locator('[data-role="ethics_officer"]')
+    published = panel.locator("li", has_text="Releases published (1 since superseded after a withdrawal)")
+    assert published.locator(".count").inner_text() == "1"
+    reach = panel.locator("li", has_text="Consent withdrawals (reach: 3 episode(s), 1 release(s) superseded")
+    assert reach.locator(".count").inner_text() == "1"
+    shot(page, "dashboard-after-withdrawal")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_after_a_withdrawal_a_researcher_keeps_the_other_episodes_and_old_bookmarks_lead_to_them(
+        demo, pipeline_worker, page, login, shot, tmp_path):
+    """Two of three released episodes are the demo demonstrator's, one another's. The demo demonstrator withdraws:
+    the superseding release carries the approvals and the worker publishes it with no officer approving again;
+    the researcher's old bookmark to the other episode leads to it in the new release; the new release's page says
+    the withdrawal made it."""
+    registry = demo_registry()
+    with scope(study=demo):
+        other = create_demonstrator(registry.coordinator, demo, headset=registry.headset)
+        give_consent(registry.coordinator, other, document=registry.consent.document,
+                     consent_date=registry.consent.event_date, scopes=["episode_release"])
+    blocks = [registry.study_block(), registry.study_block(demonstrator_id=other.designator), registry.study_block()]
+    released = released_in_the_background(demo, registry, pipeline_worker, tmp_path, blocks)
+    with scope(study=demo):
+        kept = released.items.get(episode__recording__demonstrator=other).episode_index
+
+    login(page, "coordinator", "ceres-demo-coordinator")
+    page.goto(f"/studies/demo/demonstrators/{registry.demonstrator.pk}/")
+    page.fill("#withdraw-consent textarea[name=reason]", "The participant asked us to.")
+    page.click("#withdraw-consent button[type=submit]")
+    page.wait_for_url("**/studies/demo/withdrawals/*/")
+    page.locator("#state h2", has_text="Done").wait_for(timeout=120_000)
+    with scope(study=demo):
+        successor = ReleaseRequest.objects.get(supersedes=released)
+    wait_for(lambda: state_of(successor) in (ReleaseRequest.State.RELEASED, ReleaseRequest.State.FAILED), 180,
+             "the superseding release")
+    with scope(study=demo):
+        assert state_of(successor) == ReleaseRequest.State.RELEASED, ReleaseRequest.objects.get(
+            pk=successor.pk).reason
+    shot(page, "withdrawal-done-with-successor")
+    sign_out(page)
+
+    login(page, "researcher", "ceres-demo-researcher")
+    page.goto(f"/studies/demo/released/{released.number}/episodes/{kept}/")
+    page.wait_for_url(f"**/studies/demo/released/{successor.number}/episodes/{kept}/")
+    shot(page, "old-bookmark-leads-to-the-new-release")
+    page.goto(f"/studies/demo/released/{released.number}/")
+    page.wait_for_url(f"**/studies/demo/released/{successor.number}/")
+    sign_out(page)
+
+    login(page, "ethics1", "ceres-demo-ethics1")
+    page.goto(f"/studies/demo/releases/{successor.number}/")
+    made_by = page.locator("#made-by").inner_text()
+    assert "Made by withdrawal" in made_by and "not requested by anyone" in made_by
+    assert "carrying its 2 approvals" in made_by
+    shot(page, "release-made-by-withdrawal")

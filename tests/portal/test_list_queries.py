@@ -26,7 +26,9 @@ PASSWORD = "rows-" * 4  # seeded users sign in with force_login: no password che
 # (URL name, query string, queries for one request). The fixed part of every study page: session, user,
 # second-factor device, study, the caller's roles, and the navigation's grants.
 PAGES = [
-    ("dashboard", "", 12),  # + the coordinator's release requests by state (one grouped count), access requests waiting
+    # + the coordinator's release requests by state (one grouped count), access requests waiting, the study's
+    # withdrawals (one query, their reach read from it)
+    ("dashboard", "", 13),
     ("study-overview", "", 13),
     ("recording-list", "", 8),
     ("recording-list", "?state=verified", 8),

@@ -9,9 +9,12 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from django.conf import settings
 
 from exporter import release as release_format
+from exporter.release import episode_folder
 from exporter.shard import rfc3339
 from portal.audit.models import AuditEvent
 from portal.releases.models import Approval, ReleaseItem, ReleaseRequest
+
+State = ReleaseRequest.State
 
 
 def signing_key() -> Ed25519PrivateKey:
@@ -40,7 +43,20 @@ def section(request: ReleaseRequest, items: list[ReleaseItem] | None = None) -> 
         requested_by=request.requested_by_name, requested_at=rfc3339(request.created_at),
         episodes=[{"episode_index": item.episode_index, "episode_id": item.capture_id,
                    "receipt_sha256": item.receipt_sha256, "files": item.files} for item in items],
-        supersedes=request.supersedes.release_id if request.supersedes_id else None)
+        **_superseding(request))
+
+
+def _superseding(request: ReleaseRequest) -> dict[str, Any]:
+    """What a release made by a withdrawal names: the release it supersedes (by number and manifest digest), the
+    withdrawal and the approvals it carries; a superseding release made before they were kept names only the
+    release (its manifest keeps the bytes it was approved with)."""
+    if not request.supersedes_id:
+        return {}
+    named = request.superseding or {}
+    if not named:
+        return {"supersedes": request.supersedes.release_id}
+    return {"supersedes": {key: named[key] for key in ("release_id", "number", "manifest_sha256")},
+            "withdrawal": named["withdrawal"], "carried_approvals": named.get("carried_approvals") or None}
 
 
 def section_digest(request: ReleaseRequest, items: list[ReleaseItem] | None = None) -> str:
@@ -60,6 +76,11 @@ def _recorded(request: ReleaseRequest) -> dict[str, list[dict[str, Any]]]:
 RECORDED = ("release.requested", "release.submitted", "release.approval_given", "release.approval_carried_over")
 
 
+def carries_approvals(request: ReleaseRequest) -> bool:
+    """A release made by a withdrawal that carries the superseded release's approvals instead of new ones."""
+    return bool(request.supersedes_id and (request.superseding or {}).get("carried_approvals"))
+
+
 def approval_mismatches(request: ReleaseRequest) -> list[str]:
     """Why what would be signed now is not what was approved (empty when it is).
 
@@ -67,7 +88,10 @@ def approval_mismatches(request: ReleaseRequest) -> list[str]:
     approval names, and that the audit log recorded when the request was made; each approval must be one the
     audit log recorded (the officer's name, the digest and the time); and there must be as many as the request
     needed when it was submitted (the larger of its row and the audit log's record of it). A row changed, added
-    or removed after the approval by someone who can write to the database stops the release."""
+    or removed after the approval by someone who can write to the database stops the release. A release that
+    carries a superseded release's approvals is checked for what it is instead (``carried_mismatches``)."""
+    if carries_approvals(request):
+        return carried_mismatches(request)
     current = section_digest(request)
     problems = []
     if current != request.manifest_sha256:
@@ -98,6 +122,85 @@ def approval_mismatches(request: ReleaseRequest) -> list[str]:
     return problems
 
 
+def _approval_entry(approval: Approval) -> dict[str, Any]:
+    return {"officer": approval.officer_name, "approved_at": rfc3339(approval.approved_at),
+            "manifest_sha256": approval.manifest_sha256}
+
+
+def _item_entry(item: ReleaseItem) -> tuple:
+    return (item.episode_index, item.capture_id, item.receipt_sha256,
+            sorted((f["path"], f["bytes"], f["sha256"]) for f in item.files))
+
+
+def carried_mismatches(request: ReleaseRequest) -> list[str]:
+    """Why a release made by a withdrawal may not be signed with the approvals it carries (empty when it may).
+
+    Its section, rebuilt from its rows, must have the digest it was made with (and the audit log recorded); it
+    must name the release it supersedes by the number and manifest digest that release has, a withdrawal of the
+    study whose reach took exactly the missing episodes out of that release, and that release's approvals (each
+    officer, time and the digest they approved, which is that release's); its own approvals must be exactly
+    those, each carrying one and recorded in the audit log; and its episodes must be a strict subset of the
+    superseded release's, each with the same capture, receipt and files."""
+    from portal.research.models import Withdrawal  # research builds on releases
+
+    problems = []
+    current = section_digest(request)
+    if current != request.manifest_sha256:
+        problems.append(f"the manifest section's digest is {current}, not the {request.manifest_sha256} it was "
+                        f"made with")
+    recorded = _recorded(request)
+    made = [after.get("manifest_sha256") for after in recorded["release.requested"]]
+    if current not in made:
+        problems.append(f"the manifest section's digest is {current}, not one the audit log recorded when the "
+                        f"request was made")
+    named = request.superseding
+    old = ReleaseRequest.objects.get(pk=request.supersedes_id)
+    if old.state != State.SUPERSEDED:
+        problems.append(f"{old.release_id} is {old.state}, not superseded")
+    if (named.get("release_id"), named.get("number"), named.get("manifest_sha256")) != (
+            old.release_id, old.number, old.manifest_sha256):
+        problems.append(f"the section names {named.get('release_id')} with manifest {named.get('manifest_sha256')}, "
+                        f"not {old.release_id} with {old.manifest_sha256}")
+    kept = {item.episode_index: _item_entry(item) for item in request.items.all()}
+    approved = {item.episode_index: _item_entry(item) for item in old.items.all()}
+    for index, entry in sorted(kept.items()):
+        if approved.get(index) != entry:
+            problems.append(f"{episode_folder(index)} is not the episode {old.release_id} was approved with")
+    removed = sorted(approved.keys() - kept.keys())
+    if not removed:
+        problems.append(f"it removes no episode from {old.release_id}: not a strict subset of what was approved")
+    withdrawal = Withdrawal.objects.filter(pk=named.get("withdrawal"), study_id=request.study_id).first()
+    reached = [] if withdrawal is None else [r.get("episodes") for r in (withdrawal.reach or {}).get("releases", [])
+                                             if r.get("id") == old.pk]
+    if withdrawal is None or not reached or not set(removed) <= set(reached[0] or []):
+        problems.append(f"withdrawal {named.get('withdrawal')} of the study did not take "
+                        f"{', '.join(map(episode_folder, removed)) or 'any episode'} out of {old.release_id}")
+    carried = sorted(named.get("carried_approvals") or [], key=lambda a: (a["approved_at"], a["officer"]))
+    originals = sorted((_approval_entry(a) for a in Approval.objects.filter(request=old)),
+                       key=lambda a: (a["approved_at"], a["officer"]))
+    if carried != originals:
+        problems.append(f"the approvals it names as carried are not those of {old.release_id}")
+    if any(a["manifest_sha256"] != old.manifest_sha256 for a in originals):
+        problems.append(f"an approval of {old.release_id} names another manifest than its {old.manifest_sha256}")
+    approvals = list(Approval.objects.filter(request=request).select_related("carried_over_from"))
+    given = recorded["release.approval_carried_over"]
+    for approval in approvals:
+        source = approval.carried_over_from
+        if source is None or source.request_id != old.pk or _approval_entry(approval) != _approval_entry(source):
+            problems.append(f"the approval of {approval.officer_name!r} is not one it carries from {old.release_id}")
+        elif not any(after.get("officer") == approval.officer_name and after.get("from") == old.release_id
+                     and after.get("manifest_sha256") == approval.manifest_sha256 for after in given):
+            problems.append(f"the approval of {approval.officer_name!r} carried from {old.release_id} is not one "
+                            f"the audit log recorded")
+    if sorted(map(_approval_entry, approvals), key=lambda a: (a["approved_at"], a["officer"])) != carried:
+        problems.append("its approvals are not exactly the approvals its section names as carried")
+    needed = max(request.approvals_required or 0, old.approvals_required or 0)
+    officers = len({approval.officer_id for approval in approvals})
+    if not needed or officers < needed:
+        problems.append(f"{officers} ethics officer(s) approval(s) carried; it needs {needed or 'an unknown number'}")
+    return problems
+
+
 def chain_head() -> dict[str, Any]:
     """The newest audit event (sequence number and hash): what the audit log looked like at signing."""
     head = AuditEvent.objects.order_by("-seq").only("seq", "hash").first()
@@ -106,9 +209,10 @@ def chain_head() -> dict[str, Any]:
 
 def signed_manifest(request: ReleaseRequest, *, released_at) -> tuple[bytes, bytes]:
     """The manifest's exact bytes and their Ed25519 signature."""
-    approvals = [{"officer": approval.officer_name, "approved_at": rfc3339(approval.approved_at),
-                  "manifest_sha256": approval.manifest_sha256}
-                 for approval in Approval.objects.filter(request=request)]
+    approvals = [{**_approval_entry(approval), **({"carried_over_from": approval.carried_over_from.request.release_id}
+                                                   if carries_approvals(request) else {})}
+                 for approval in Approval.objects.filter(request=request).select_related(
+                     "carried_over_from__request")]
     data = release_format.manifest_bytes(release=section(request), approvals=approvals,
                                          released_at=rfc3339(released_at), audit_chain_head=chain_head())
     return data, release_format.sign(signing_key(), data)

@@ -1,9 +1,12 @@
 """Releases after a consent withdrawal: a published release that held a withdrawn demonstrator's episodes is
 superseded by a new request holding its other episodes (frozen as they were: same receipts, same files, the
-stored shards already read for the gate). By default the new request goes back to the ethics officers'
-review; with the study's ``carry_over_approvals`` it keeps the superseded release's approvals (each recorded
-again with the new manifest's digest, naming the approval it carries) and is released at once, provided its
-gate passes now. Requests still open that hold such episodes are rejected with the reason."""
+stored shards already read for the gate). Its manifest section names the release it supersedes (number and
+manifest digest) and the withdrawal that made it. With the study's ``carry_over_approvals`` (on by default) it
+is a strict subset of what was approved: it carries the superseded release's approvals (each as the officer gave
+it: their name, time and the digest they approved, which its section names too) and is released at once,
+provided its gate passes now and they are as many as it needs; the release job checks exactly that at signing
+(``manifest.carried_mismatches``). Otherwise it goes back to the ethics officers' review. Requests still open
+that hold such episodes are rejected with the reason."""
 
 from __future__ import annotations
 
@@ -24,9 +27,11 @@ _COPIED = ("episode", "episode_index", "capture_id", "receipt_sha256", "files", 
            "leaks", "inspection_error")
 
 
-def supersede(request: ReleaseRequest, withdrawn: set[int], *, reason: str) -> ReleaseRequest | None:
+def supersede(request: ReleaseRequest, withdrawn: set[int], *, reason: str,
+              withdrawal: int | None = None) -> ReleaseRequest | None:
     """Mark the published ``request`` superseded and make the request of its episodes not in ``withdrawn`` (None
-    when none is left). Idempotent: a request superseded already returns its successor."""
+    when none is left), made by ``withdrawal`` (its id). Idempotent: a request superseded already returns its
+    successor."""
     with transaction.atomic():
         lock_fresh(request)
         if request.state == State.SUPERSEDED:
@@ -34,48 +39,67 @@ def supersede(request: ReleaseRequest, withdrawn: set[int], *, reason: str) -> R
         kept = [item for item in request.items.select_related("episode__recording") if
                 item.episode_index not in withdrawn]
         set_state(None, request, State.SUPERSEDED, action="release.superseded", reason=reason,
-                  after={"episodes_removed": sorted(withdrawn & {i.episode_index for i in request.items.all()})})
+                  after={"episodes_removed": sorted(withdrawn & {i.episode_index for i in request.items.all()}),
+                         "withdrawal": withdrawal})
         if not kept:
             return None
         study = Study.objects.select_for_update(no_key=True).get(pk=request.study_id)  # serialises the numbers
         number = (ReleaseRequest.objects.aggregate(last=Max("number"))["last"] or 0) + 1
         now = timezone.now()
+        named = {"release_id": request.release_id, "number": request.number,
+                 "manifest_sha256": request.manifest_sha256, "withdrawal": withdrawal} if withdrawal else {}
         successor = ReleaseRequest.objects.create(
             study=study, number=number, purpose=request.purpose, requested_by=request.requested_by,
             study_code=request.study_code, requested_by_name=request.requested_by_name,
             approvals_required=request.approvals_required or study.approvals_required, supersedes=request,
             episode_count=len(kept), state=State.AWAITING_APPROVAL, submitted_at=now,
-            manifest_sha256="")
+            manifest_sha256="", superseding=named)
         items = ReleaseItem.objects.bulk_create(
             ReleaseItem(study=study, request=successor, **{name: getattr(item, name) for name in _COPIED})
             for item in kept)
+        carried = _carried(request, successor) if study.carry_over_approvals and withdrawal else []
+        if carried:
+            successor.superseding = {**named, "carried_approvals": [_entry(a) for a in carried]}
         successor.manifest_sha256 = manifest.section_digest(successor, items)
-        successor.save(update_fields=["manifest_sha256"])
+        successor.save(update_fields=["manifest_sha256", "superseding"])
         record(None, "release.requested", successor, after={
-            "state": successor.state, "supersedes": request.release_id, "reason": reason,
-            "approvals_required": successor.approvals_required,
+            "state": successor.state, "supersedes": request.release_id, "reason": reason, "withdrawal": withdrawal,
+            "approvals_required": successor.approvals_required, "carries_approvals": bool(carried),
             "episodes": [item.folder for item in items], "manifest_sha256": successor.manifest_sha256})
-        if study.carry_over_approvals:
-            _carry_over(request, successor)
+        if carried:
+            _carry_over(request, successor, carried)
         return successor
 
 
-def _carry_over(request: ReleaseRequest, successor: ReleaseRequest) -> None:
-    """The superseded release's approvals, for its successor, when the gate passes now; else it waits for review."""
+def _entry(approval: Approval) -> dict:
+    return {"officer": approval.officer_name, "approved_at": rfc3339(approval.approved_at),
+            "manifest_sha256": approval.manifest_sha256}
+
+
+def _carried(request: ReleaseRequest, successor: ReleaseRequest) -> list[Approval]:
+    """The superseded release's approvals its successor carries: all of them, when the successor's gate passes now
+    and they are as many as it needs; else none (it waits for the officers' review, and the audit log says why)."""
+    approvals = list(Approval.objects.filter(request=request, manifest_sha256=request.manifest_sha256))
     checklist = gate.evaluate(successor)
-    if not checklist.passed:
-        record(None, "release.approvals_not_carried", successor, after={"gate": checklist.failures()})
-        return
-    now = timezone.now()
-    for approval in Approval.objects.filter(request=request):
-        carried = Approval.objects.create(study=successor.study, request=successor, officer_id=approval.officer_id,
-                                          officer_name=approval.officer_name, approved_at=now,
-                                          manifest_sha256=successor.manifest_sha256, carried_over_from=approval)
+    officers = len({approval.officer_id for approval in approvals})
+    if not checklist.passed or officers < (successor.approvals_required or 0):
+        record(None, "release.approvals_not_carried", successor, after={
+            "gate": checklist.failures(), "approvals": officers, "needed": successor.approvals_required})
+        return []
+    return approvals
+
+
+def _carry_over(request: ReleaseRequest, successor: ReleaseRequest, carried: list[Approval]) -> None:
+    """Each approval as the officer gave it (the digest they approved, their time), naming the one it carries;
+    then the successor is approved and queued for release."""
+    for approval in carried:
+        Approval.objects.create(study=successor.study, request=successor, officer_id=approval.officer_id,
+                                officer_name=approval.officer_name, approved_at=approval.approved_at,
+                                manifest_sha256=approval.manifest_sha256, carried_over_from=approval)
         record(None, "release.approval_carried_over", successor, after={
-            "officer": approval.officer_name, "approved_at": rfc3339(carried.approved_at), "from": request.release_id,
-            "manifest_sha256": successor.manifest_sha256})
-    set_state(None, successor, State.APPROVED, action="release.approved", decided_at=now,
-              after={"carried_over_from": request.release_id})
+            **_entry(approval), "from": request.release_id, "successor_manifest_sha256": successor.manifest_sha256})
+    set_state(None, successor, State.APPROVED, action="release.approved", decided_at=timezone.now(),
+              after={"carried_over_from": request.release_id, "withdrawal": successor.superseding.get("withdrawal")})
     queue.enqueue("releases.publish_release", successor.pk)
 
 

@@ -4,7 +4,7 @@ stand now)."""
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.shortcuts import get_object_or_404
 
 from exporter.release import MANIFEST, SIGNATURE
@@ -14,11 +14,32 @@ from portal.research.exceptions import AccessRefused
 from portal.studies.models import Demonstrator
 
 RELEASED = ReleaseRequest.State.RELEASED
+SUPERSEDED = ReleaseRequest.State.SUPERSEDED
+# A release superseded after a withdrawal keeps serving its other episodes while the release that supersedes it
+# is on its way (awaiting approval, approved, being released, or failed and waiting for a retry): researchers
+# keep every unaffected episode throughout. Once that one is published, the old one's pages lead to it.
+ON_ITS_WAY = (ReleaseRequest.State.AWAITING_APPROVAL, ReleaseRequest.State.APPROVED,
+              ReleaseRequest.State.RELEASING, ReleaseRequest.State.FAILED)
+
+
+def serving(request: ReleaseRequest) -> bool:
+    """Whether episodes of ``request`` may be given out: it is published, or superseded with its successor on
+    its way (only the episodes its successor holds, then)."""
+    if request.state == RELEASED:
+        return True
+    return request.state == SUPERSEDED and ReleaseRequest.objects.filter(
+        supersedes=request, state__in=ON_ITS_WAY).exists()
+
+
+def _kept() -> Exists:
+    """An item of a superseded release whose episode the release superseding it holds."""
+    return Exists(ReleaseItem.objects.filter(request__supersedes=OuterRef("request"),
+                                             episode_index=OuterRef("episode_index")))
 
 
 def released_requests() -> QuerySet[ReleaseRequest]:
-    """The published releases of the study in scope."""
-    return ReleaseRequest.objects.filter(state=RELEASED)
+    """The published releases of the study in scope, and those superseded whose successor is on its way."""
+    return ReleaseRequest.objects.filter(Q(state=RELEASED) | Q(state=SUPERSEDED, superseded_by__state__in=ON_ITS_WAY))
 
 
 def released_request(number: int) -> ReleaseRequest:
@@ -26,8 +47,10 @@ def released_request(number: int) -> ReleaseRequest:
 
 
 def released_items() -> QuerySet[ReleaseItem]:
-    """Every episode of every published release of the study in scope."""
-    return ReleaseItem.objects.filter(request__state=RELEASED)
+    """Every episode of every published release of the study in scope, and of a superseded one while its
+    successor is on its way, the episodes the successor holds."""
+    return ReleaseItem.objects.filter(Q(request__state=RELEASED) | Q(
+        _kept(), request__state=SUPERSEDED, request__superseded_by__state__in=ON_ITS_WAY))
 
 
 def released_item(number: int, episode_index: int) -> ReleaseItem:
@@ -35,11 +58,31 @@ def released_item(number: int, episode_index: int) -> ReleaseItem:
                              request__number=number, episode_index=episode_index)
 
 
+def successor_item(number: int, episode_index: int) -> ReleaseItem | None:
+    """The same episode in the release that superseded release ``number`` (through every withdrawal since), once
+    that one serves it: where an old bookmark leads. None when none does (the old one may still serve it)."""
+    request = ReleaseRequest.objects.filter(number=number, state=SUPERSEDED).first()
+    while request is not None:
+        successor = ReleaseRequest.objects.filter(supersedes=request).first()
+        if successor is None or not successor.items.filter(episode_index=episode_index).exists():
+            return None
+        if serving(successor):
+            return successor.items.get(episode_index=episode_index)
+        request = successor if successor.state == SUPERSEDED else None
+    return None
+
+
 def release_files(request: ReleaseRequest) -> dict[str, tuple[str, int | None]]:
     """Every object of a published release by its path in the release folder: its storage key, and the study
-    episode it belongs to (None for the manifest and its signature)."""
-    files = {name: (request.prefix + name, None) for name in (MANIFEST, SIGNATURE)}
-    for item in request.items.only("episode_index", "files"):
+    episode it belongs to (None for the manifest and its signature). Of a superseded release still serving, the
+    files of the episodes its successor holds (its manifest names withdrawn episodes no longer there)."""
+    if request.state == SUPERSEDED:
+        files = {}
+        items = ReleaseItem.objects.filter(request=request).filter(_kept())
+    else:
+        files = {name: (request.prefix + name, None) for name in (MANIFEST, SIGNATURE)}
+        items = request.items.all()
+    for item in items.only("episode_index", "files"):
         for entry in item.files:
             path = f"{item.folder}/{entry['path']}"
             files[path] = (request.prefix + path, item.episode_index)
@@ -47,12 +90,12 @@ def release_files(request: ReleaseRequest) -> dict[str, tuple[str, int | None]]:
 
 
 def unavailable(items: list[ReleaseItem]) -> list[str]:
-    """Why each of ``items`` may not be given out now (empty: all may): its release is no longer published, or
-    its demonstrator's consent no longer covers it."""
+    """Why each of ``items`` may not be given out now (empty: all may): its release is no longer published (nor
+    superseded by one that serves the same episode), or its demonstrator's consent no longer covers it."""
     problems = []
     requests = {item.request_id: item.request for item in items}
     for request in requests.values():
-        if request.state != RELEASED:
+        if not serving(request) and not all(_moved(item) for item in items if item.request_id == request.pk):
             problems.append(f"{request.release_id} is {request.get_state_display().lower()}, not published")
     recordings = [item.episode.recording for item in items]
     checks = gate.consent_checks(recordings)
@@ -61,6 +104,15 @@ def unavailable(items: list[ReleaseItem]) -> list[str]:
         if failing:
             problems.append(f"{item.request.release_id}/{item.folder} is no longer available: {'; '.join(failing)}")
     return problems
+
+
+def _moved(item: ReleaseItem) -> bool:
+    """An episode of a superseded release that the release superseding it serves, unchanged (a one-dataset
+    download built from the old release keeps its unaffected episodes)."""
+    if item.request.state != SUPERSEDED:
+        return False
+    moved = successor_item(item.request.number, item.episode_index)
+    return moved is not None and (moved.capture_id, moved.receipt_sha256) == (item.capture_id, item.receipt_sha256)
 
 
 def require_available(items: list[ReleaseItem]) -> None:

@@ -45,9 +45,9 @@ _PROGRESS_EVERY_SECONDS = 1.0
 
 def selection_digest(items: list[ReleaseItem]) -> str:
     """What makes two selections identical: the same episodes with the same receipts, each from the same release.
-    The release counts: a dataset names each episode's source release in its files and is given out only while
-    those releases are published, so the same episodes chosen from a release that superseded another are a new
-    dataset, not the old one (whose links a superseded release refuses)."""
+    The release counts: a dataset names each episode's source release in its files, so the same episodes chosen
+    from a release that superseded another are a new dataset, not the old one (which is given out while each of
+    its episodes is served by its source release or the release that superseded it, ``catalogue.unavailable``)."""
     chosen = sorted([item.episode_index, item.receipt_sha256, item.request_id] for item in items)
     return bytes_digest(json_bytes(chosen))[0]
 

@@ -78,7 +78,7 @@ def _issue(user, study, chosen, *, items: list[ReleaseItem], via: str, release: 
     with transaction.atomic():
         catalogue.lock_demonstrators(items)
         check_access(user, study, now=now)
-        if release is not None and release.state != ReleaseRequest.State.RELEASED:
+        if release is not None and not catalogue.serving(release):
             raise AccessRefused(f"{release.release_id} is {release.get_state_display().lower()}, not published")
         catalogue.require_available(items)
         expires_at = now + timedelta(seconds=settings.CERES_DOWNLOAD_LINK_SECONDS)

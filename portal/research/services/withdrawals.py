@@ -219,7 +219,8 @@ def _withdraw_from_release(withdrawal: Withdrawal, release: ReleaseRequest, with
         return
     successor = ReleaseRequest.objects.filter(supersedes=release).first()
     if release.state == RELEASE.RELEASED:
-        successor = supersede(release, set(held), reason=f"{REASON}: {', '.join(map(str, held))} removed")
+        successor = supersede(release, set(held), reason=f"{REASON}: {', '.join(map(str, held))} removed",
+                              withdrawal=withdrawal.pk)
     _tombstone(withdrawal, held, release=release, successor=successor)
 
 

@@ -109,6 +109,8 @@ def counts(study) -> dict:
 
 def test_the_withdrawal_reaches_removes_supersedes_tombstones_and_tells_exactly_who_downloaded(
         reg, world, django_capture_on_commit_callbacks, sent_tasks):
+    with scope(study=reg.study):  # the study asks for fresh approval of a superseding release
+        set_carry_over_approvals(reg.coordinator, reg.study, False)
     withdrawal = withdraw(reg, django_capture_on_commit_callbacks, sent_tasks)
     with scope(study=reg.study), pytest.raises(AccessRefused, match="no longer available"):
         links.release_links(world.researchers["r1"], world.first, ["episode-000002/meta/info.json"], via="api")
@@ -167,7 +169,9 @@ def test_the_withdrawal_reaches_removes_supersedes_tombstones_and_tells_exactly_
 
 def test_the_superseding_release_verifies_and_its_dataset_loads_without_the_episodes(
         reg, team, world, django_capture_on_commit_callbacks, sent_tasks, client, tmp_path, test_output):
-    run(withdraw(reg, django_capture_on_commit_callbacks, sent_tasks))
+    with scope(study=reg.study):  # the study asks for fresh approval of a superseding release
+        set_carry_over_approvals(reg.coordinator, reg.study, False)
+    withdrawal = run(withdraw(reg, django_capture_on_commit_callbacks, sent_tasks))
     with scope(study=reg.study):
         successor = ReleaseRequest.objects.get(supersedes=world.first)
         gate.inspect_request(successor)
@@ -180,7 +184,9 @@ def test_the_superseding_release_verifies_and_its_dataset_loads_without_the_epis
     for name in storage.walk(storages["releases"], successor.prefix):
         storage.fetch(storages["releases"], name, folder / name[len(successor.prefix):])
     manifest = verify_release(folder, public_key())
-    assert manifest["release"]["supersedes"] == "release-0001"
+    assert manifest["release"]["supersedes"] == {"release_id": "release-0001", "number": 1,
+                                                 "manifest_sha256": world.first.manifest_sha256}
+    assert manifest["release"]["withdrawal"] == withdrawal.pk and "carried_approvals" not in manifest["release"]
     assert [e["episode_index"] for e in manifest["release"]["episodes"]] == [1]
 
     researcher = world.researchers["r2"]
@@ -201,8 +207,7 @@ def test_the_superseding_release_verifies_and_its_dataset_loads_without_the_epis
 
 def test_with_carry_over_the_superseding_release_keeps_its_approvals_and_is_queued(
         reg, world, django_capture_on_commit_callbacks, sent_tasks):
-    with scope(study=reg.study):
-        set_carry_over_approvals(reg.coordinator, reg.study, True)
+    assert reg.study.carry_over_approvals  # the default
     withdrawal = withdraw(reg, django_capture_on_commit_callbacks, sent_tasks)
     with django_capture_on_commit_callbacks(execute=True):
         run(withdrawal)
@@ -212,7 +217,9 @@ def test_with_carry_over_the_superseding_release_keeps_its_approvals_and_is_queu
         originals = list(Approval.objects.filter(request=world.first).order_by("pk"))
     assert successor.state == RELEASE.APPROVED
     assert [a.carried_over_from_id for a in carried] == [a.pk for a in originals]
-    assert {a.manifest_sha256 for a in carried} == {successor.manifest_sha256}
+    # each as the officer gave it: the digest they approved (the superseded release's) and their time
+    assert [(a.officer_id, a.manifest_sha256, a.approved_at) for a in carried] == [
+        (a.officer_id, world.first.manifest_sha256, a.approved_at) for a in originals]
     assert ("releases.publish_release", (successor.pk,)) in sent_tasks
 
 
