@@ -18,6 +18,8 @@ from django_scopes import scope
 
 from exporter.release import verify_release
 from portal.core import storage
+from portal.notifications import services as notifications
+from portal.notifications.models import Email, Notification
 from portal.recordings.models import Recording
 from portal.releases.models import Approval, ReleaseRequest
 from portal.releases.services import gate, publish, requests
@@ -94,8 +96,11 @@ def withdraw(reg, django_capture_on_commit_callbacks, sent_tasks) -> Withdrawal:
 
 
 def run(withdrawal: Withdrawal) -> Withdrawal:
+    """The job, then the emails of its messages (what the worker sends once the job's transactions commit)."""
     with scope(study=withdrawal.study):
         withdrawals.apply_withdrawal(withdrawal.pk)
+        for pending in Notification.objects.filter(key=f"withdrawal:{withdrawal.pk}", email=Email.PENDING):
+            notifications.deliver(pending.pk)
         return Withdrawal.objects.get(pk=withdrawal.pk)
 
 
