@@ -29,6 +29,7 @@ from portal.core.errors import refusals
 from portal.core.forms import date_input
 from portal.core.http import ranged_response
 from portal.core.pagination import list_page
+from portal.notifications import events
 from portal.releases.models import ReleaseItem, ReleaseRequest
 from portal.releases.services import review
 from portal.releases.services.manifest import key_fingerprint
@@ -319,7 +320,8 @@ def release_page(request: HttpRequest, study, number: int) -> HttpResponse:
     if superseded is not None:
         return render(request, "research/superseded.html", {
             "study": study, "release_request": superseded,
-            "successor": ReleaseRequest.objects.filter(supersedes=superseded).first()})
+            "successor": ReleaseRequest.objects.filter(supersedes=superseded).first(),
+            "told": events.withdrawal_messages(request.user, superseded)})
     release_request = catalogue.released_request(number)
     items = list(release_request.items.select_related("episode__recording__demonstrator"))
     return render(request, "research/release.html", {
@@ -536,7 +538,7 @@ def withdrawal_detail(request: HttpRequest, study, pk: int) -> HttpResponse:
     return render(request, "research/withdrawal.html", {
         "study": study, "withdrawal": withdrawal, "reach": withdrawal.reach,
         "tombstones": withdrawal.tombstones.select_related("release", "dataset", "superseded_by"),
-        "notices": withdrawal.notices.select_related("user"),
+        "notices": events.withdrawal_told(withdrawal),
         "in_progress": withdrawal.state in (Withdrawal.State.QUEUED, Withdrawal.State.RUNNING),
     })
 

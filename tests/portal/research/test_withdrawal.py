@@ -316,7 +316,7 @@ def test_stewards_see_the_reach_and_its_progress(reg, world, client, django_capt
     run(withdrawal)
     page = client.get(f"/studies/{reg.study.code}/withdrawals/{withdrawal.pk}/").content.decode()
     assert "release-0001 (2 episode(s))" in page and "dataset-0001" in page and "data-status-url" not in page
-    assert world.researchers["r1"].username in page and "emailed" in page
+    assert world.researchers["r1"].username in page and "in their inbox; email delivered" in page
     status = client.get(f"/studies/{reg.study.code}/withdrawals/{withdrawal.pk}/status/").json()
     assert status["state"] == "done"
     listed = client.get(f"/studies/{reg.study.code}/withdrawals/").content.decode()
