@@ -131,16 +131,16 @@ def email_text(notification: Notification) -> tuple[str, str]:
     return subject, "\n".join(lines) + "\n"
 
 
-def deliver(notification_id: int, *, last_attempt: bool = True) -> Notification | None:
+def deliver(notification_id: int, *, attempt: int = 1, last_attempt: bool = True) -> Notification | None:
     """Email one message (once). An error is raised for the task to retry; on the last attempt it is recorded
-    as the delivery's failure instead."""
+    as the delivery's failure instead. ``attempt`` (the task's, from 1) is recorded with the outcome."""
     with transaction.atomic():
-        notification = (Notification.objects.select_for_update().select_related("recipient", "study")
+        notification = (Notification.objects.select_for_update(of=("self",)).select_related("recipient", "study")
                         .filter(pk=notification_id).first())
         if notification is None or notification.email != Email.PENDING:
             return notification
         address = deliverable_email(notification.recipient)
-        notification.email_attempts += 1
+        notification.email_attempts = attempt
         if not address:  # removed (or unconfirmed) since: the inbox has it
             notification.email, notification.email_to = Email.NO_ADDRESS, ""
             notification.save(update_fields=["email", "email_to", "email_attempts"])

@@ -15,7 +15,7 @@ BACKOFF_SECONDS, BACKOFF_MAX_SECONDS = 30, 3600
 def deliver(self, notification_id: int) -> None:
     last = self.request.retries >= MAX_RETRIES
     try:
-        services.deliver(notification_id, last_attempt=last)
+        services.deliver(notification_id, attempt=self.request.retries + 1, last_attempt=last)
     except Exception as exc:
         countdown = min(BACKOFF_MAX_SECONDS, BACKOFF_SECONDS * 2**self.request.retries)
         raise self.retry(exc=exc, countdown=countdown) from exc

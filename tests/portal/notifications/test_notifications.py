@@ -211,3 +211,52 @@ def test_a_rolled_back_change_tells_nobody(reg, team, verified, make_request, se
     assert not [name for name, _ in sent_tasks if name == "notifications.deliver"]
     with scope(study=reg.study):
         assert ReleaseRequest.objects.get(pk=request.pk).state == ReleaseRequest.State.DRAFT
+
+
+def test_who_asked_for_a_dataset_is_told_it_is_ready_or_failed(reg, verified, make_released, make_researcher):
+    from portal.research.models import Dataset
+    from portal.research.services import catalogue, datasets
+
+    release = make_released(verified(2))
+    asker, other = make_researcher("asker"), make_researcher("other")
+    with scope(study=reg.study):
+        chosen = list(catalogue.released_items().filter(request=release).order_by("episode_index"))
+        made, _ = datasets.request_dataset(asker, reg.study, chosen)
+        datasets.build_dataset(made.pk)
+        made = Dataset.objects.get(pk=made.pk)
+        broken, _ = datasets.request_dataset(asker, reg.study, chosen[:1])
+        datasets.fail_dataset(broken, "build failed: a shard does not match its release's digests")
+        broken = Dataset.objects.get(pk=broken.pk)
+    assert made.state == Dataset.State.READY
+    ready, failed = told(asker, Kind.DATASET_READY), told(asker, Kind.DATASET_FAILED)
+    assert [n.title for n in ready] == [f"{made.dataset_id} of study {reg.study.code} is ready"]
+    assert ready[0].link == reverse("research-dataset", args=[reg.study.code, made.number])
+    assert [n.body for n in failed] == ["build failed: a shard does not match its release's digests"]
+    assert not Notification.objects.filter(recipient=other, kind__in=(Kind.DATASET_READY, Kind.DATASET_FAILED))
+
+
+def test_the_email_task_retries_and_records_the_failure_on_its_last_attempt(reg, make_user, settings):
+    """The Celery task itself (run in this process, its retries too): every attempt meets a refused connection;
+    the message is not marked failed before the last."""
+    import socket
+
+    from portal.notifications import tasks
+
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()
+    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    settings.EMAIL_HOST, settings.EMAIL_PORT, settings.EMAIL_USE_TLS, settings.EMAIL_TIMEOUT = (
+        "127.0.0.1", port, False, 5)
+    user = with_email(make_user("retried"), "retried@lab.example")
+    message = notify([user], Kind.ACCESS_REVOKED, study=reg.study, title="revoked")[0]
+    tasks.deliver.apply((message.pk,))
+    message.refresh_from_db()
+    assert message.email == Email.FAILED and message.email_error
+    assert message.email_attempts == tasks.MAX_RETRIES + 1  # the first try and every retry
+    settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+    again = notify([user], Kind.ACCESS_REVOKED, study=reg.study, title="revoked again")[0]
+    tasks.deliver.apply((again.pk,))
+    again.refresh_from_db()
+    assert again.email == Email.DELIVERED and [m.subject for m in mail.outbox] == ["[CERES] revoked again"]
