@@ -82,6 +82,10 @@ def test_every_researcher_in_the_reach_is_told_in_the_inbox_and_the_pages_say_wh
     assert f"{silent.username}: told " in steward and "in their inbox only (no email address)" in steward
     assert "in their inbox; email delivered" in steward and "mailed@lab.example" not in steward
     assert successor.state == ReleaseRequest.State.AWAITING_APPROVAL
+    waiting = Notification.objects.filter(kind=Kind.RELEASE_AWAITS_APPROVAL,
+                                          link=f"/studies/{reg.study.code}/releases/{successor.number}/")
+    assert reg.ethics in {n.recipient for n in waiting}  # its officers are told it waits for their review
+    assert reg.coordinator not in {n.recipient for n in waiting}  # the requester is not an approver
 
     with scope(study=reg.study):  # run again: nobody is told twice
         Withdrawal.objects.filter(pk=withdrawal.pk).update(state=Withdrawal.State.RUNNING, lease_until=None)
