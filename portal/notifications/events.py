@@ -127,16 +127,19 @@ def access_reminders(now=None) -> int:
 
 
 def dataset_moved(dataset) -> None:
-    from portal.research.models import Dataset
+    """Ready or failed: everyone who asked for it is told (identical selections share one dataset)."""
+    from portal.research.models import Dataset, DatasetRequester
 
     study = dataset.study
     link = reverse("research-dataset", args=[study.code, dataset.number])
+    askers = [dataset.requested_by, *(r.user for r in DatasetRequester.objects.filter(dataset=dataset)
+                                      .select_related("user").order_by("pk"))]
     if dataset.state == Dataset.State.READY:
-        notify([dataset.requested_by], Kind.DATASET_READY, study=study,
+        notify(askers, Kind.DATASET_READY, study=study,
                title=f"{dataset.dataset_id} of study {study.code} is ready",
                body="Download it from its page, or with ceres-pull.", link=link)
     elif dataset.state == Dataset.State.FAILED:
-        notify([dataset.requested_by], Kind.DATASET_FAILED, study=study,
+        notify(askers, Kind.DATASET_FAILED, study=study,
                title=f"{dataset.dataset_id} of study {study.code} failed", body=dataset.last_error, link=link)
 
 

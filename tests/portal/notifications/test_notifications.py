@@ -218,10 +218,12 @@ def test_who_asked_for_a_dataset_is_told_it_is_ready_or_failed(reg, verified, ma
     from portal.research.services import catalogue, datasets
 
     release = make_released(verified(2))
-    asker, other = make_researcher("asker"), make_researcher("other")
+    asker, same, other = make_researcher("asker"), make_researcher("same"), make_researcher("other")
     with scope(study=reg.study):
         chosen = list(catalogue.released_items().filter(request=release).order_by("episode_index"))
         made, _ = datasets.request_dataset(asker, reg.study, chosen)
+        shared, reused = datasets.request_dataset(same, reg.study, chosen)  # the same selection: one dataset
+        assert reused and shared.pk == made.pk
         datasets.build_dataset(made.pk)
         made = Dataset.objects.get(pk=made.pk)
         broken, _ = datasets.request_dataset(asker, reg.study, chosen[:1])
@@ -232,6 +234,7 @@ def test_who_asked_for_a_dataset_is_told_it_is_ready_or_failed(reg, verified, ma
     assert [n.title for n in ready] == [f"{made.dataset_id} of study {reg.study.code} is ready"]
     assert ready[0].link == reverse("research-dataset", args=[reg.study.code, made.number])
     assert [n.body for n in failed] == ["build failed: a shard does not match its release's digests"]
+    assert [n.title for n in told(same, Kind.DATASET_READY)] == [ready[0].title]  # who asked the same: told too
     assert not Notification.objects.filter(recipient=other, kind__in=(Kind.DATASET_READY, Kind.DATASET_FAILED))
 
 
