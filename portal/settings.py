@@ -63,6 +63,7 @@ INSTALLED_APPS = [
     "portal.releases",
     "portal.research",
     "portal.fixity",
+    "portal.notifications",
     # After axes: its failed-login handler has marked a locked-out request when ours audits it.
     "portal.accounts",
 ]
@@ -101,6 +102,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "portal.core.context_processors.navigation",
+                "portal.notifications.context_processors.unread",
             ],
         },
     },
@@ -242,6 +244,8 @@ CELERY_BEAT_SCHEDULE: dict = {
     "recordings-reverify-shards": {"task": "recordings.reverify_shards", "schedule": 24 * 3600.0},
     "audit-write-checkpoint": {"task": "audit.write_checkpoint", "schedule": CERES_AUDIT_CHECKPOINT_MINUTES * 60.0},
     "audit-verify-chain": {"task": "audit.verify_chain", "schedule": 24 * 3600.0},
+    # Researchers told 14 and 3 days before their access ends, and once it has (portal/notifications/events.py).
+    "notifications-access-reminders": {"task": "notifications.access_reminders", "schedule": 24 * 3600.0},
 }
 # Fixity (docs/fixity.md): every stored shard and released object is re-hashed, and every folder listed for orphans,
 # once every CERES_FIXITY_DAYS days, a slice at a time: CERES_FIXITY_RUNS_PER_DAY runs a day, each checking one of

@@ -13,6 +13,7 @@ urlpatterns = [
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("accounts/", include("portal.accounts.urls")),
+    path("notifications/", include("portal.notifications.urls")),
     path("healthz", core_views.healthz, name="healthz"),
     path("favicon.ico", core_views.favicon),
     path("studies/<slug:study_code>/", include("portal.studies.urls")),

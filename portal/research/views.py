@@ -29,6 +29,7 @@ from portal.core.errors import refusals
 from portal.core.forms import date_input
 from portal.core.http import ranged_response, served_span
 from portal.core.pagination import list_page
+from portal.notifications import events
 from portal.releases.models import ReleaseItem, ReleaseRequest
 from portal.releases.services import review
 from portal.releases.services.manifest import key_fingerprint
@@ -324,7 +325,8 @@ def release_page(request: HttpRequest, study, number: int) -> HttpResponse:
         if successor is not None and successor.state == ReleaseRequest.State.RELEASED:
             return redirect("research-release", study.code, successor.number)
         return render(request, "research/superseded.html", {
-            "study": study, "release_request": superseded, "successor": successor})
+            "study": study, "release_request": superseded, "successor": successor,
+            "told": events.withdrawal_messages(request.user, superseded)})
     release_request = catalogue.released_request(number)
     items = list(catalogue.released_items().filter(request=release_request).select_related(
         "episode__recording__demonstrator"))
@@ -555,7 +557,7 @@ def withdrawal_detail(request: HttpRequest, study, pk: int) -> HttpResponse:
     return render(request, "research/withdrawal.html", {
         "study": study, "withdrawal": withdrawal, "reach": withdrawal.reach,
         "tombstones": withdrawal.tombstones.select_related("release", "dataset", "superseded_by"),
-        "notices": withdrawal.notices.select_related("user"),
+        "notices": events.withdrawal_told(withdrawal),
         "in_progress": withdrawal.state in (Withdrawal.State.QUEUED, Withdrawal.State.RUNNING),
     })
 

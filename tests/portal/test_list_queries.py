@@ -24,39 +24,39 @@ pytestmark = pytest.mark.django_db
 PASSWORD = "rows-" * 4  # seeded users sign in with force_login: no password check needed here
 
 # (URL name, query string, queries for one request). The fixed part of every study page: session, user,
-# second-factor device, study, the caller's roles, and the navigation's grants.
+# second-factor device, study, the caller's roles, the navigation's grants, and the inbox badge's unread count.
 PAGES = [
     # + the coordinator's release requests by state (one grouped count), access requests waiting, the study's
     # withdrawals (one query, their reach read from it)
-    ("dashboard", "", 13),
-    ("study-overview", "", 13),
-    ("recording-list", "", 8),
-    ("recording-list", "?state=verified", 8),
-    ("recording-list", "?headset={headset}", 8),
-    ("recording-list", "?demonstrator={designator}", 8),
-    ("recording-list", "?recorded_from=2000-01-01&recorded_to=2999-12-31", 8),
-    ("episode-list", "", 10),
-    ("episode-list", "?receipt=verified", 10),
-    ("study-headsets", "", 8),
-    ("study-demonstrators", "", 9),
+    ("dashboard", "", 14),
+    ("study-overview", "", 14),
+    ("recording-list", "", 9),
+    ("recording-list", "?state=verified", 9),
+    ("recording-list", "?headset={headset}", 9),
+    ("recording-list", "?demonstrator={designator}", 9),
+    ("recording-list", "?recorded_from=2000-01-01&recorded_to=2999-12-31", 9),
+    ("episode-list", "", 11),
+    ("episode-list", "?receipt=verified", 11),
+    ("study-headsets", "", 9),
+    ("study-demonstrators", "", 10),
     ("study-suggest-headsets", "?q=HS", 6),
     ("study-suggest-demonstrators", "?q=a", 6),
-    ("release-list", "", 9),  # + the requests by state for the tabs (one grouped count)
-    ("release-list", "?state=awaiting_approval", 9),
-    ("release-list", "?mine=1", 9),
-    ("audit-list", "", 10),  # + the chain's newest verification and checkpoint
-    ("audit-list", "?action=headset.registered", 10),
-    ("audit-list", "?action=headset.*", 10),
-    ("audit-list", "?actor={ethics}", 10),
-    ("audit-list", "?target_type=studies.headset", 10),
-    ("audit-list", "?since=2000-01-01&until=2999-12-31", 10),
-    ("audit-list", "?demonstrator={designator}", 12),  # + the demonstrator and its consent events' ids
-    ("audit-list", "?recording={recording}", 13),  # + the recording, its episode and its release requests' ids
-    ("alert-list", "", 8),
-    ("alert-list", "?state=open", 8),
-    ("alert-detail", "", 9),  # the alert's problems; + the alert with its run, shard and the people who acted
-    ("fixity-runs", "", 8),
-    ("fixity-run", "", 9),  # the run's problems in the study; + the study's share of the run
+    ("release-list", "", 10),  # + the requests by state for the tabs (one grouped count)
+    ("release-list", "?state=awaiting_approval", 10),
+    ("release-list", "?mine=1", 10),
+    ("audit-list", "", 11),  # + the chain's newest verification and checkpoint
+    ("audit-list", "?action=headset.registered", 11),
+    ("audit-list", "?action=headset.*", 11),
+    ("audit-list", "?actor={ethics}", 11),
+    ("audit-list", "?target_type=studies.headset", 11),
+    ("audit-list", "?since=2000-01-01&until=2999-12-31", 11),
+    ("audit-list", "?demonstrator={designator}", 13),  # + the demonstrator and its consent events' ids
+    ("audit-list", "?recording={recording}", 14),  # + the recording, its episode and its release requests' ids
+    ("alert-list", "", 9),
+    ("alert-list", "?state=open", 9),
+    ("alert-detail", "", 10),  # the alert's problems; + the alert with its run, shard and the people who acted
+    ("fixity-runs", "", 9),
+    ("fixity-run", "", 10),  # the run's problems in the study; + the study's share of the run
 ]
 API = [
     ("api-recording-list", "?state=verified", 8),
@@ -130,17 +130,18 @@ def _sign_in(client, report, role: str = "coordinator") -> None:
     client.force_login(_user(report.logins[role]))
 
 
-# Researcher access: the stewards' lists (as the coordinator) and the researcher's own (the researcher).
+# Researcher access: the stewards' lists (as the coordinator) and the researcher's own (the researcher). Each page
+# counts the inbox badge's unread messages once (the API does not).
 RESEARCH = [
-    ("research-access-requests", "", "coordinator", 8),
-    ("research-access-requests", "?state=pending", "coordinator", 8),
-    ("research-study-links", "", "coordinator", 8),
-    ("research-withdrawals", "", "coordinator", 8),
+    ("research-access-requests", "", "coordinator", 9),
+    ("research-access-requests", "?state=pending", "coordinator", 9),
+    ("research-study-links", "", "coordinator", 9),
+    ("research-withdrawals", "", "coordinator", 9),
     ("api-access-request-list", "", "coordinator", 8),
     ("api-issued-link-list", "", "coordinator", 8),
-    ("research-browse", "", "researcher", 14),  # + the filters' tasks, outcomes and releases
-    ("research-browse", "?release=1", "researcher", 12),
-    ("research-links", "", "researcher", 6),
+    ("research-browse", "", "researcher", 15),  # + the filters' tasks, outcomes and releases
+    ("research-browse", "?release=1", "researcher", 13),
+    ("research-links", "", "researcher", 7),
     ("api-released-list", "", "researcher", 8),
     ("api-released-episode-list", "", "researcher", 11),
     ("api-issued-link-list", "", "researcher", 8),

@@ -72,10 +72,17 @@ SITE: dict[str, Expect] = {
     "research-download": _e("GET", 403, 403, 403, 403),
     "api-my-access-request-list": _e("GET", 403, 200, 200, 200),
     "api-my-access-request-cancel": _e("POST", 403, 200, 404, 404),  # the member's own request, once
+    # The inbox: everyone signed in has their own; a message that is not theirs is not there (404).
+    "notifications": _e("GET", (302, TO_LOGIN), 200, 200, 200),
+    "notification-open": _e("GET", (302, TO_LOGIN), 404, 404, 404),
+    "notifications-read-all": _e("POST", (302, TO_LOGIN), (302, "/notifications/"), (302, "/notifications/"),
+                                 (302, "/notifications/")),
+    "notification-email-switches": _e("POST", (302, TO_LOGIN), (302, "/accounts/"), (302, "/accounts/"),
+                                      (302, "/accounts/")),
 }
 # Asked with GET as well: a state change is never made by a link.
 SITE_GET_REFUSED = ("logout", "token-revoke", "second-factor-remove", "recovery-codes", "email-change",
-                    "email-remove")
+                    "email-remove", "notifications-read-all", "notification-email-switches")
 
 ROUTES = {route.key: route for route in all_routes()}
 ADMIN = sorted(key for key, route in ROUTES.items() if route.namespace == "admin")

@@ -17,6 +17,7 @@ from django.utils import timezone
 from exporter.shard import rfc3339
 from portal.audit.services import record
 from portal.core import queue
+from portal.notifications import events
 from portal.releases.models import Approval, ReleaseItem, ReleaseRequest
 from portal.releases.services import gate, manifest
 from portal.releases.services.requests import lock_fresh, set_state
@@ -68,6 +69,9 @@ def supersede(request: ReleaseRequest, withdrawn: set[int], *, reason: str,
             "episodes": [item.folder for item in items], "manifest_sha256": successor.manifest_sha256})
         if carried:
             _carry_over(request, successor, carried)
+        successor.refresh_from_db(fields=["state"])
+        if successor.state == State.AWAITING_APPROVAL:
+            events.release_moved(None, successor)  # its officers are told it waits for their review
         return successor
 
 

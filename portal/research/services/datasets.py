@@ -31,6 +31,7 @@ from exporter.shard import rfc3339
 from portal.audit.services import record
 from portal.core import queue, storage
 from portal.core.errors import LeaseBusy
+from portal.notifications import events
 from portal.releases.models import ReleaseItem
 from portal.releases.services import manifest as signing
 from portal.research.exceptions import AccessRefused, ResearchError
@@ -124,6 +125,7 @@ def _move(actor, dataset: Dataset, state: str, *, action: str, after: dict | Non
         setattr(dataset, name, value)
     dataset.save()
     record(actor, action, dataset, before=before, after={**_snapshot(dataset), **(after or {})})
+    events.dataset_moved(dataset)
 
 
 def claim_dataset(dataset_id: int) -> Dataset | None:

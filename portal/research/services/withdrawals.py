@@ -15,7 +15,8 @@ The job (``apply_withdrawal``, a task) then, each step idempotent so a re-run ch
    request of its other episodes, back to review unless the study carries approvals over);
 3. rejects the open requests holding them;
 4. removes every one-dataset download holding them (all its objects; the dataset is marked withdrawn);
-5. emails each affected researcher which files to delete (once; Django's email, the console by default).
+5. tells each affected researcher which files to delete (once): in their portal inbox whether or not they have
+   an email address, and by email where they have one (Django's email, the console by default).
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.core.files.base import ContentFile
-from django.core.mail import send_mail
 from django.db import transaction
 from django.utils import timezone
 
@@ -35,6 +35,7 @@ from exporter.shard import rfc3339
 from portal.audit.services import record
 from portal.core import queue, storage
 from portal.core.errors import LeaseBusy
+from portal.notifications import events
 from portal.recordings.models import Episode
 from portal.releases.models import ReleaseItem, ReleaseRequest
 from portal.releases.services import gate
@@ -281,7 +282,9 @@ def _tombstone(withdrawal: Withdrawal, indexes: list[int], *, release: ReleaseRe
 
 
 def _notify(withdrawal: Withdrawal) -> None:
-    """One email per affected researcher, listing the files to delete; a notice that was sent is not sent again."""
+    """One message per affected researcher, listing the files to delete: in their inbox always, by email when
+    they have an address (``notifications``: queued after this commits); a notice that was sent is not sent
+    again."""
     from django.contrib.auth import get_user_model
 
     users = get_user_model().objects.in_bulk([r["user_id"] for r in withdrawal.reach["researchers"]])
@@ -292,12 +295,14 @@ def _notify(withdrawal: Withdrawal) -> None:
         with transaction.atomic():
             notice, _ = WithdrawalNotice.objects.select_for_update(no_key=True).get_or_create(
                 study=withdrawal.study, withdrawal=withdrawal, user=user, defaults={"files": entry["files"]})
-            if notice.sent_at is not None or not user.email:
+            if notice.sent_at is not None:
                 continue
-            send_mail(_subject(withdrawal), _body(withdrawal, notice.files), None, [user.email])
+            told = events.withdrawal_reached(withdrawal, user, notice.files, subject=_subject(withdrawal),
+                                             body=_body(withdrawal, notice.files))
             notice.sent_at = timezone.now()
             notice.save(update_fields=["sent_at"])
-            record(None, "research.withdrawal_notice_sent", notice, after={"files": len(notice.files)})
+            record(None, "research.withdrawal_notice_sent", notice,
+                   after={"files": len(notice.files), "email": told.email if told else "told before"})
 
 
 def _subject(withdrawal: Withdrawal) -> str:
