@@ -336,6 +336,7 @@ def release_page(request: HttpRequest, study, number: int) -> HttpResponse:
         "public_key_fingerprint": key_fingerprint(), "manifest_names": [MANIFEST, SIGNATURE],
         "link_seconds": settings.CERES_DOWNLOAD_LINK_SECONDS,
         "successor": ReleaseRequest.objects.filter(supersedes=release_request).first() if superseded else None,
+        "told": events.withdrawal_messages(request.user, release_request) if superseded else (),
     })
 
 

@@ -33,6 +33,9 @@ def second(reg):
 def test_every_researcher_in_the_reach_is_told_in_the_inbox_and_the_pages_say_where_it_went(
         reg, second, verified_factory, make_released, make_researcher, client, deliver_queued,
         django_capture_on_commit_callbacks):
+    # A study that asks for fresh approval of a superseding release: its officers must be told it waits for them.
+    reg.study.carry_over_approvals = False
+    reg.study.save(update_fields=["carry_over_approvals"])
     release = make_released([verified_factory(reg), verified_factory(second)])
     mailed, silent, untouched = (make_researcher(name) for name in ("mailed", "silent", "untouched"))
     mailed.email = "mailed@lab.example"
