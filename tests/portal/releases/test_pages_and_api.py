@@ -33,6 +33,18 @@ def test_a_coordinator_asks_for_every_episode_matching_the_filters(team, verifie
     assert again.content.decode().count('name="episodes"') == 3 - len(matching)
 
 
+def test_a_refused_request_shows_its_error_above_the_episodes_where_the_eye_is(team, client):
+    client.force_login(team.reg.coordinator)
+    url = reverse("release-new", args=[team.study.code])
+    page = client.post(url, {"all_matching": "0", "purpose": "benchmark"})
+    assert page.status_code == 400
+    html = page.content.decode()
+    summary = html.find('id="form-errors"')
+    assert summary != -1 and "Choose at least one episode to release" in html[summary:html.find('id="candidates"')]
+    with scope(study=team.study):
+        assert not ReleaseRequest.objects.exists()
+
+
 def test_the_video_is_served_with_http_range(team, verified, make_request, client):
     episode = verified(1)[0]
     request = make_request([episode])
