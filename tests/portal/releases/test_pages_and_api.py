@@ -129,3 +129,19 @@ def test_the_schema_describes_every_release_endpoint():
     assert {"manifest_sha256", "otp_code"} <= set(approve_body)
     states = {p["name"]: p for p in paths[base]["get"]["parameters"]}["state"]["schema"]["enum"]
     assert set(states) == set(ReleaseRequest.State.values)
+
+
+def test_approve_reject_and_withdraw_ask_for_confirmation_first(team, verified, make_request, client):
+    """The forms carry the question that the portal's confirm.js asks (tests/e2e/test_confirm.py shows it asked)."""
+    request = make_request(verified(1))
+    url = reverse("release-detail", args=[team.study.code, request.number])
+    client.force_login(team.reg.ethics)
+    officer = client.get(url).content.decode()
+    assert ('id="approve-form" class="decision" data-confirm="Approve release-0001? Your approval is recorded and '
+            'cannot be taken back.">') in officer
+    assert 'id="reject-form" class="decision" data-confirm="Reject release-0001? It cannot be approved afterwards.">' \
+        in officer
+    client.force_login(team.reg.coordinator)
+    requester = client.get(url).content.decode()
+    assert ('id="reject-form" class="decision" data-confirm="Withdraw your request release-0001? It cannot be '
+            'submitted again.">') in requester
