@@ -618,7 +618,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             signal.signal(number, handler)
     files = len(manifest_format.manifest_files(manifest))
     print(f"pulled {target.study}/{target.name} into {args.dest}: {files} files verified ({fetched} fetched, "
-          f"{kept} already in place), signature valid (key {manifest_format.fingerprint(public_key)})")
+          f"{kept} already in place) and the manifest with its signature, signature valid "
+          f"(key {manifest_format.fingerprint(public_key)})")
     return 0
 
 

@@ -145,3 +145,28 @@ def test_approve_reject_and_withdraw_ask_for_confirmation_first(team, verified, 
     requester = client.get(url).content.decode()
     assert ('id="reject-form" class="decision" data-confirm="Withdraw your request release-0001? It cannot be '
             'submitted again.">') in requester
+
+
+def test_a_requester_withdrawing_is_shown_as_withdrawn_and_a_coordinator_is_not_called_an_officer(team, verified,
+                                                                                                   make_request,
+                                                                                                   client):
+    from portal.releases.services.requests import reject
+
+    request = make_request(verified(1))
+    url = reverse("release-detail", args=[team.study.code, request.number])
+    client.force_login(team.reg.coordinator)  # the requester, a coordinator only
+    waiting = client.get(url).content.decode()
+    assert "other ethics officers" not in waiting
+    assert "The study's ethics officers approve it: 2 of them, none of them you." in waiting
+    with scope(study=team.study):
+        reject(team.reg.coordinator, request, reason="asked for the wrong episodes")
+    page = client.get(url).content.decode()
+    assert "<strong>Withdrawn by the requester" in page and ">Rejected<" not in page
+    listed = client.get(reverse("release-list", args=[team.study.code])).content.decode()
+    assert 'data-state="rejected">Withdrawn by the requester</span>' in listed
+    # An ethics officer's rejection is still a rejection.
+    other = make_request(verified(1))
+    with scope(study=team.study):
+        reject(team.reg.ethics, other, reason="not covered by the purpose")
+    listed = client.get(reverse("release-list", args=[team.study.code])).content.decode()
+    assert 'data-state="rejected">Rejected</span>' in listed

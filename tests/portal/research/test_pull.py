@@ -72,7 +72,8 @@ def test_a_release_is_pulled_verified_and_every_link_logged(live_server, release
     result = ceres_pull(live_server, token, f"{released.study.code}/release-0001", dest)
     assert result.returncode == 0, result.stderr
     files = manifest_files(stored_manifest(released))
-    assert f"{len(files)} files verified ({len(files)} fetched, 0 already in place)" in result.stdout
+    assert (f"{len(files)} files verified ({len(files)} fetched, 0 already in place) and the manifest with its "
+            f"signature") in result.stdout
     key = tmp_path / "key.pem"
     key.write_text(storage_key(live_server))
     verified = subprocess.run([sys.executable, "-m", "exporter", "verify-release", str(dest), "--public-key",

@@ -11,6 +11,16 @@
   const playButton = document.getElementById("play");
   const COLORS = { left: "#0b5cad", right: "#d9730d", head: "#2f7d32", playhead: "#c62828" };
 
+  // A segment's annotations as people read them ("grip: power; note: slipped"), not as raw JSON.
+  function annotationsText(annotations) {
+    if (!annotations || typeof annotations !== "object") { return ""; }
+    return Object.keys(annotations).map(function (key) {
+      const value = annotations[key];
+      const shown = value !== null && typeof value === "object" ? JSON.stringify(value) : String(value);
+      return key.replace(/_/g, " ") + ": " + shown;
+    }).join("; ");
+  }
+
   function fail(message) {
     const box = document.getElementById("viewer-error");
     box.textContent = message;
@@ -70,7 +80,7 @@
       block.textContent = segment.task + " · " + segment.outcome;
       block.title = segment.task + " (cycle " + segment.cycle + ", repetition " + segment.repetition + ", take " +
         segment.take + "): " + segment.outcome + ", frames " + segment.frame_index_from + "–" + (segment.frame_index_to - 1) +
-        (segment.annotations && Object.keys(segment.annotations).length ? "; " + JSON.stringify(segment.annotations) : "");
+        (annotationsText(segment.annotations) ? "; " + annotationsText(segment.annotations) : "");
       lanes.segments.appendChild(block);
     });
     data.gaps.forEach(function (gap) {
@@ -227,7 +237,7 @@
       const row = document.createElement("tr");
       [segment.frame_index_from + "–" + (segment.frame_index_to - 1), segment.task,
         segment.cycle + " / " + segment.repetition + " / " + segment.take, segment.outcome, String(segment.gap_frames),
-        segment.annotations && Object.keys(segment.annotations).length ? JSON.stringify(segment.annotations) : "—"]
+        annotationsText(segment.annotations) || "—"]
         .forEach(function (text) { const cell = document.createElement("td"); cell.textContent = text; row.appendChild(cell); });
       row.addEventListener("click", function () { clock.seek(segment.frame_index_from / fps); });
       body.appendChild(row);
