@@ -39,11 +39,11 @@
     const lastFrame = data.length - 1;
 
     // --- the clock: the video's time, or a timer of our own for an episode without video --------------
-    let ownTime = 0, ownPlaying = false, ownStarted = 0;
+    let ownTime = 0, ownPlaying = false, ownStarted = 0, rate = 1;
     const clock = {
       now: function () {
         if (video) { return video.currentTime; }
-        if (ownPlaying) { ownTime = Math.min(duration, ownTime + (performance.now() - ownStarted) / 1000); ownStarted = performance.now(); }
+        if (ownPlaying) { ownTime = Math.min(duration, ownTime + rate * (performance.now() - ownStarted) / 1000); ownStarted = performance.now(); }
         return ownTime;
       },
       playing: function () { return video ? !video.paused && !video.ended : ownPlaying; },
@@ -265,6 +265,28 @@
       });
     }
     playButton.addEventListener("click", clock.toggle);
+    // Playback speed (the video's own rate, or our timer's) and full screen of the whole viewer, so the plots
+    // and hands stay beside the video.
+    const speed = document.getElementById("speed");
+    if (speed) {
+      speed.addEventListener("change", function () {
+        clock.now();  // our timer: count the time played so far at the old rate
+        rate = parseFloat(speed.value) || 1;
+        if (video) { video.playbackRate = rate; }
+        update();
+      });
+    }
+    const fullscreenButton = document.getElementById("fullscreen");
+    const toggleFullscreen = function () {
+      if (document.fullscreenElement) { document.exitFullscreen(); }
+      else if (root.requestFullscreen) { root.requestFullscreen(); }
+    };
+    if (fullscreenButton) {
+      fullscreenButton.addEventListener("click", toggleFullscreen);
+      document.addEventListener("fullscreenchange", function () {
+        fullscreenButton.textContent = document.fullscreenElement ? "Leave full screen" : "Full screen";
+      });
+    }
     document.addEventListener("keydown", function (event) {
       const tag = (event.target.tagName || "").toLowerCase();
       if (tag === "input" || tag === "textarea" || tag === "select" || event.altKey || event.ctrlKey || event.metaKey) { return; }
@@ -273,6 +295,7 @@
       else if (event.key === "ArrowRight") { if (video) { video.pause(); } clock.seek((frameAt(clock.now()) + 1) / fps); }
       else if (event.key === "ArrowLeft") { if (video) { video.pause(); } clock.seek((frameAt(clock.now()) - 1) / fps); }
       else if (event.key === "n" || event.key === "N") { go("data-next-url"); }
+      else if (event.key === "f" || event.key === "F") { toggleFullscreen(); }
       else if (event.key === "p" || event.key === "P") { go("data-previous-url"); }
       else { return; }
       event.preventDefault();
