@@ -48,6 +48,10 @@ def test_native_controls_speed_full_screen_and_plots_that_keep_the_video_in_view
     until(page, "() => document.getElementById('episode-video').readyState >= 1", "the video's metadata")
 
     assert page.eval_on_selector("#episode-video", "(video) => video.controls") is True
+    # Annotations read as "key: value", not as raw JSON (the generated segments carry a note, assisted, difficulty).
+    annotations = page.locator("#segments tbody tr td:last-child").all_inner_texts()
+    assert annotations and all(text.startswith("note: ") and "{" not in text and '"' not in text
+                               for text in annotations), annotations
     page.select_option("#speed", "2")
     assert page.eval_on_selector("#episode-video", "(video) => video.playbackRate") == 2
 
