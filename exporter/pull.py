@@ -482,6 +482,36 @@ def pull(portal: Portal, target: Target, dest: Path, public_key: Ed25519PublicKe
     ``Mismatch`` listing every file that did not check out; ``safefs.UnsafeFolder`` for a link or a file in the
     way in ``dest``."""
     run = run or Run()
+    created = None  # the outermost folder this pull makes (the destination, or a missing parent of it)
+    for folder in (dest, *dest.absolute().parents):
+        if os.path.lexists(folder):
+            break
+        created = folder
+    try:
+        return _pull_into(portal, target, dest, public_key, connections=connections, quiet=quiet, run=run)
+    except BaseException:
+        if created is not None:
+            _remove_empty_folders(created)
+        raise
+
+
+def _remove_empty_folders(dest: Path) -> None:
+    """After a failed pull into a folder it created: remove the folders it left empty (the destination itself
+    included), so a refused or mistyped pull leaves nothing behind. A file (a partial download to resume) and the
+    folders holding it stay; only empty directories are removed, never followed links."""
+    for root, folders, _files in os.walk(dest, topdown=False):
+        for name in folders:
+            path = os.path.join(root, name)
+            if not os.path.islink(path):
+                with contextlib.suppress(OSError):
+                    os.rmdir(path)
+    with contextlib.suppress(OSError):
+        if not os.path.islink(dest):
+            os.rmdir(dest)
+
+
+def _pull_into(portal: Portal, target: Target, dest: Path, public_key: Ed25519PublicKey, *, connections: int,
+               quiet: bool, run: Run) -> tuple[dict[str, Any], int, int]:
     with safefs.Folder(dest) as folder:
         manifest, data, signature = _fetch_manifest(portal, target, folder, public_key)
         entries = manifest_format.manifest_files(manifest)
@@ -618,7 +648,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             signal.signal(number, handler)
     files = len(manifest_format.manifest_files(manifest))
     print(f"pulled {target.study}/{target.name} into {args.dest}: {files} files verified ({fetched} fetched, "
-          f"{kept} already in place), signature valid (key {manifest_format.fingerprint(public_key)})")
+          f"{kept} already in place) and the manifest with its signature, signature valid "
+          f"(key {manifest_format.fingerprint(public_key)})")
     return 0
 
 

@@ -133,7 +133,10 @@ def recording_detail(request: HttpRequest, study, uid) -> HttpResponse:
 def recording_status(request: HttpRequest, study, uid) -> JsonResponse:
     recording = _recording(uid)
     return JsonResponse({"state": recording.state, "label": recording.get_state_display(),
-                         "progress": recording.progress, "note": recording.progress_note,
+                         "progress": recording.progress,
+                         # Exported: the state says so already; what runs now is the receipt check.
+                         "note": ("checking the stored shard against its receipt"
+                                  if recording.state == Recording.State.EXPORTED else recording.progress_note),
                          "reason": recording.reason})
 
 

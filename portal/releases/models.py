@@ -112,6 +112,12 @@ class ReleaseRequest(StateMachineModel):
         return self.release_id
 
     @property
+    def withdrawn_by_requester(self) -> bool:
+        """Rejected by its own requester: the requester withdrew it (shown so, not as "Rejected")."""
+        return self.state == self.State.REJECTED and self.rejected_by_id is not None \
+            and self.rejected_by_id == self.requested_by_id
+
+    @property
     def release_id(self) -> str:
         return f"release-{self.number:04d}"
 

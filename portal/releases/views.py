@@ -59,7 +59,7 @@ def release_list(request: HttpRequest, study) -> HttpResponse:
     mine = request.GET.get("mine") == "1"
     requests_ = ReleaseRequest.objects.select_related("requested_by").only(
         "number", "state", "purpose", "created_at", "episode_count", "approvals_required", "requested_by__username",
-        "study_id", "supersedes_id")
+        "study_id", "supersedes_id", "rejected_by")
     base = ReleaseRequest.objects.filter(requested_by=request.user) if mine else ReleaseRequest.objects.all()
     counts = dict(base.values_list("state").annotate(n=Count("pk")).order_by())
     if mine:
@@ -170,6 +170,7 @@ def _detail_context(request: HttpRequest, study, release_request: ReleaseRequest
         "study": study, "release_request": release_request, "gate": checklist, "approvals": approvals,
         "release": getattr(release_request, "release", None),
         "is_requester": user.pk == release_request.requested_by_id,
+        "is_officer": ETHICS in roles,
         "can_submit": COORDINATOR in roles and release_request.state == State.DRAFT,
         "can_approve": (ETHICS in roles and release_request.state == State.AWAITING_APPROVAL
                         and user.pk != release_request.requested_by_id

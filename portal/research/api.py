@@ -6,12 +6,13 @@ uses the release, dataset and link endpoints."""
 
 from __future__ import annotations
 
+from django.http import Http404
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 
@@ -251,6 +252,12 @@ class ReleasedViewSet(StudyScopedAPIMixin, mixins.ListModelMixin, mixins.Retriev
 
     def get_serializer_class(self):
         return ReleasedDetailSerializer if self.action == "retrieve" else ReleasedSerializer
+
+    def get_object(self):
+        try:
+            return super().get_object()
+        except Http404:  # name the release asked for and those that exist, not "No ReleaseRequest matches ..."
+            raise NotFound(catalogue.not_published(self.kwargs["study_code"], self.kwargs["number"])) from None
 
     def get_queryset(self):
         rows = catalogue.released_requests().select_related("study", "release")

@@ -17,9 +17,14 @@ class AccessRefused(ResearchError):
 
 
 class LinkRefused(ResearchError):
-    """A portal download link that was altered, not issued here, or has expired."""
+    """A portal download link that was altered, not issued here, or has expired. ``link_pk``: the issued link an
+    expired (but genuine) token names, so the page can offer a fresh one for the same file."""
 
     status = 403
+
+    def __init__(self, message: str, *, link_pk: int | None = None):
+        super().__init__(message)
+        self.link_pk = link_pk
 
 
 class IllegalTransition(ResearchError):

@@ -33,7 +33,7 @@ from portal.notifications import events
 from portal.releases.models import ReleaseItem, ReleaseRequest
 from portal.releases.services import review
 from portal.releases.services.manifest import key_fingerprint
-from portal.research.exceptions import AccessRefused, ResearchError
+from portal.research.exceptions import AccessRefused, LinkRefused, ResearchError
 from portal.research.forms import BrowseFilter
 from portal.research.models import AccessRequest, Dataset, DatasetRequester, IssuedLink, Withdrawal
 from portal.research.services import access, catalogue, datasets, links, withdrawals
@@ -107,14 +107,33 @@ def my_links(request: HttpRequest) -> HttpResponse:
     return render(request, "research/links.html", {"page": page, "study": None})
 
 
+def _fresh_link_form(link_pk: int | None) -> dict | None:
+    """What a button asking for a fresh link to the same file posts: the file page of its release or dataset."""
+    if link_pk is None:
+        return None
+    with scopes_disabled():
+        link = IssuedLink.objects.select_related("study", "release", "dataset").filter(pk=link_pk).first()
+    if link is None:
+        return None
+    if link.release_id is not None:
+        return {"action": reverse("research-release-file", args=[link.study.code, link.release.number]),
+                "back": reverse("research-release", args=[link.study.code, link.release.number]),
+                "what": f"release {link.release.release_id}", "path": link.path}
+    return {"action": reverse("research-dataset-file", args=[link.study.code, link.dataset.number]),
+            "back": reverse("research-dataset", args=[link.study.code, link.dataset.number]),
+            "what": f"dataset {link.dataset.dataset_id}", "path": link.path}
+
+
 @never_cache
 def download(request: HttpRequest, token: str) -> HttpResponse:
     """A portal download link (local storage): the signed token names the object; no sign-in, like S3's links.
     Serves HTTP Range, so an interrupted download resumes."""
-    with refusals(request) as outcome:
+    try:
         target = links.resolve(token)
-    if outcome.refused:
-        return HttpResponse(f"{outcome.error}\n", status=outcome.error.status, content_type="text/plain")
+    except LinkRefused as refused:
+        # Answered here, in the portal's layout, rather than as a message left for the next (unrelated) page.
+        return render(request, "research/link_refused.html", {
+            "error": refused, "fresh": _fresh_link_form(refused.link_pk)}, status=refused.status)
     try:
         size = storage.releases().size(target.object_name)
     except FileNotFoundError:

@@ -11,7 +11,7 @@ from portal.studies.models import ConsentDocument, ConsentEvent, Headset, Study
 
 class HeadsetForm(forms.Form):
     headset_id = forms.CharField(label="Headset ID", max_length=128, strip=True,
-                                 help_text="Assigned by the study; at least two bytes of UTF-8.")
+                                 help_text="Assigned by the study, e.g. DEMO-HS-01; 2 characters or more.")
     model = forms.CharField(max_length=128, required=False)
     assigned_on = forms.DateField(
         label="In the study since", required=False, widget=date_input(),

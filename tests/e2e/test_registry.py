@@ -53,6 +53,7 @@ def test_coordinator_registers_headset_demonstrator_consent_and_withdrawal(demo,
     shot(page, "registry-demonstrator-consent")
 
     page.fill("#id_reason", "Asked by e-mail to leave the study.")
+    page.once("dialog", lambda dialog: dialog.accept())  # "Record the withdrawal of ...?"
     page.click("#withdraw-consent button[type=submit]")
     # The withdrawal opens its page (its reach, and the job that acts on it); the designator leads back.
     expect(page.locator(".messages", has_text="Withdrawal recorded")).to_have_count(1)

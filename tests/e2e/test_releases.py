@@ -116,6 +116,7 @@ def test_request_review_approve_twice_and_release(demo, pipeline_worker, page, l
     page.wait_for_selector("#viewer[data-ready='1']")
     shot(page, "release-viewer-next-episode")
     page.click("h1 small a:has-text('release-0001')")
+    page.once("dialog", lambda dialog: dialog.accept())  # "Approve release-0001? ..."
     page.click("#approve-form button")
     page.locator(".messages", has_text="You approved release-0001.").wait_for()
     shot(page, "release-approved-once")
@@ -124,6 +125,7 @@ def test_request_review_approve_twice_and_release(demo, pipeline_worker, page, l
     # The second officer approves; the worker releases it.
     login(page, "ethics2", "ceres-demo-ethics2")
     page.goto("/studies/demo/releases/1/")
+    page.once("dialog", lambda dialog: dialog.accept())  # "Approve release-0001? ..."
     page.click("#approve-form button")
     page.locator(".messages", has_text="That was the last approval needed").wait_for()
     page.locator("#state .status", has_text="Released").wait_for(timeout=180_000)

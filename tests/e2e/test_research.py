@@ -142,6 +142,7 @@ def test_a_withdrawal_and_its_reach_report(demo, pipeline_worker, page, login, s
     login(page, "coordinator", "ceres-demo-coordinator")
     page.goto(f"/studies/demo/demonstrators/{registry.demonstrator.pk}/")
     page.fill("#withdraw-consent textarea[name=reason]", "The participant asked us to.")
+    page.once("dialog", lambda dialog: dialog.accept())  # "Record the withdrawal of ...?"
     page.click("#withdraw-consent button[type=submit]")
     page.wait_for_url("**/studies/demo/withdrawals/*/")
     page.locator(".messages", has_text="no more links are issued").wait_for()

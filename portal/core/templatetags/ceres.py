@@ -1,3 +1,4 @@
+import re
 from collections.abc import Iterable
 
 from django import template
@@ -21,3 +22,32 @@ def role_labels(roles: Iterable[str]) -> list[str]:
     """The display names of ``roles``, in the order roles are always listed."""
     held = set(roles)
     return [label for value, label in Role.choices if value in held]
+
+
+def _episode_folder(index: int) -> str:
+    return f"episode-{int(index):06d}"
+
+
+@register.filter
+def episodes_counted(indexes: Iterable[int]) -> str:
+    """Episode indexes as a count and their folders: ``[4]`` -> ``1 episode (episode-000004)``. An index is not a
+    count: "4 removed" of a two-episode release read as four episodes."""
+    indexes = sorted(int(index) for index in indexes)
+    if not indexes:
+        return "no episode"
+    noun = "episode" if len(indexes) == 1 else "episodes"
+    return f"{len(indexes)} {noun} ({', '.join(_episode_folder(index) for index in indexes)})"
+
+
+_REMOVED = re.compile(r"^(?P<head>.*?): (?P<indexes>\d+(?:, \d+)*) removed$")
+
+
+@register.filter
+def release_reason(reason: str) -> str:
+    """A release's reason as people read it: the superseding release's ``consent withdrawn: 4 removed`` (episode
+    indexes) becomes ``consent withdrawn: 1 episode (episode-000004) removed``; any other reason is unchanged."""
+    match = _REMOVED.match(reason or "")
+    if match is None:
+        return reason
+    indexes = [int(index) for index in match["indexes"].split(", ")]
+    return f"{match['head']}: {episodes_counted(indexes)} removed"

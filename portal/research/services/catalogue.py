@@ -14,6 +14,7 @@ from portal.research.exceptions import AccessRefused
 from portal.studies.models import Demonstrator
 
 RELEASED = ReleaseRequest.State.RELEASED
+MAX_NAMED = 20  # published releases named in a "not published" answer
 SUPERSEDED = ReleaseRequest.State.SUPERSEDED
 # A release superseded after a withdrawal keeps serving its other episodes while the release that supersedes it
 # is on its way (awaiting approval, approved, being released, or failed and waiting for a retry): researchers
@@ -44,6 +45,25 @@ def released_requests() -> QuerySet[ReleaseRequest]:
 
 def released_request(number: int) -> ReleaseRequest:
     return get_object_or_404(released_requests().select_related("study", "release"), number=number)
+
+
+def not_published(study_code: str, number: object) -> str:
+    """Why there is no published release ``number`` in the study in scope, and which ones there are: what
+    ``ceres-pull`` and the API say instead of "No ReleaseRequest matches the given query"."""
+    text = str(number)
+    named = f"release-{int(text):04d}" if text.isascii() and text.isdigit() and len(text) <= 9 else \
+        f"release {text[:40]!r}"
+    published = [f"release-{n:04d}" for n in released_requests().order_by("number").values_list("number", flat=True)
+                 [:MAX_NAMED]]
+    more = released_requests().count() - len(published)
+    # Only a superseded release is named as such (its page says so to researchers too); a draft, a request awaiting
+    # approval or a rejected one is not a researcher's business, so it reads like one that does not exist.
+    superseded = named.startswith("release-") and ReleaseRequest.objects.filter(
+        number=int(text), state=ReleaseRequest.State.SUPERSEDED).exists()
+    why = " (it was superseded after a consent withdrawal)" if superseded else ""
+    listed = (f"its published releases: {', '.join(published)}{f' and {more} more' if more > 0 else ''}"
+              if published else "it has no published release yet")
+    return f"{named} is not a published release of study {study_code}{why}; {listed}"
 
 
 def released_items() -> QuerySet[ReleaseItem]:

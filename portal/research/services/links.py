@@ -134,7 +134,8 @@ def resolve(token: str, *, now: datetime | None = None) -> Download:
     except signing.BadSignature:
         raise LinkRefused("this download link is not valid (altered or not issued by this portal)") from None
     if payload.get("x", 0) <= now.timestamp():
-        raise LinkRefused("this download link has expired; ask the portal for a new one")
+        raise LinkRefused("this download link has expired; ask the portal for a new one",
+                          link_pk=payload.get("l") if isinstance(payload.get("l"), int) else None)
     return Download(payload["o"], payload["f"], payload.get("l"))
 
 

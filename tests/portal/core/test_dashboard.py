@@ -34,7 +34,10 @@ def test_each_role_sees_its_panel(client, demo, username, panel):
 
 def test_user_without_roles_sees_an_honest_empty_state(client, make_user):
     client.force_login(make_user("newcomer"))
-    assert "You have no role in any study yet" in client.get("/").content.decode()
+    page = client.get("/").content.decode()
+    assert "You have no role in any study yet" in page
+    # They ask for access themselves on Data access; they are not sent to a coordinator to ask for them.
+    assert 'yourself on <a href="/research/">Data access</a>' in page and "coordinator to request" not in page
 
 
 def test_a_site_administrator_sees_every_study_read_only_with_links_to_manage_it(client, demo, make_study):

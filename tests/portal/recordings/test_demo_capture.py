@@ -89,3 +89,22 @@ def test_demo_registry_is_reused_when_run_again(demo):
     first, again = demo_registry(), demo_registry()
     assert (first.headset.pk, first.demonstrator.pk, first.consent.pk) == \
         (again.headset.pk, again.demonstrator.pk, again.consent.pk)
+
+
+def test_demo_capture_under_another_data_dir_names_the_missing_database_and_leaves_no_file(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    other = tmp_path / "other-data"
+    env = {key: value for key, value in os.environ.items() if key != "DATABASE_URL"}  # the embedded SQLite
+    env["CERES_DATA_DIR"] = str(other)
+    result = subprocess.run([sys.executable, "manage.py", "demo_capture", str(tmp_path / "capture.zip")],
+                            cwd=Path(__file__).resolve().parents[3], env=env, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    assert f"no portal database at {other / 'portal.sqlite3'}" in result.stderr
+    assert "manage.py migrate" in result.stderr
+    assert not (other / "portal.sqlite3").exists()
+    assert not (tmp_path / "capture.zip").exists()

@@ -134,3 +134,19 @@ def test_quarantine_page_registers_the_demonstrator_a_blank_designator_needs(cli
     assert "Register a demonstrator" not in response.content.decode()
     api = client.post(f"/api/studies/{reg.study.code}/recordings/{recording.uid}/register-demonstrator/")
     assert api.status_code == 400 and "already has demonstrator" in api.json()["detail"]
+
+
+def test_an_exported_recording_says_what_runs_now_not_exported_twice(client, reg, make_capture):
+    from portal.recordings.services.export import export_recording
+
+    with scope(study=reg.study):
+        recording = ingest_path(reg.coordinator, reg.study, make_capture(reg.claims(), seconds=1.0, width=32,
+                                                                          height=24))
+        export_recording(recording.pk)
+        recording.refresh_from_db()
+    assert recording.state == Recording.State.EXPORTED  # the receipt check has not run yet
+    client.force_login(reg.coordinator)
+    status = client.get(reverse("recording-status", args=[reg.study.code, recording.uid])).json()
+    assert (status["label"], status["note"]) == ("Exported", "checking the stored shard against its receipt")
+    page = client.get(reverse("recording-detail", args=[reg.study.code, recording.uid])).content.decode()
+    assert '<p id="progress-label" class="empty">checking the stored shard against its receipt</p>' in page

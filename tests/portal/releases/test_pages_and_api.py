@@ -33,6 +33,18 @@ def test_a_coordinator_asks_for_every_episode_matching_the_filters(team, verifie
     assert again.content.decode().count('name="episodes"') == 3 - len(matching)
 
 
+def test_a_refused_request_shows_its_error_above_the_episodes_where_the_eye_is(team, client):
+    client.force_login(team.reg.coordinator)
+    url = reverse("release-new", args=[team.study.code])
+    page = client.post(url, {"all_matching": "0", "purpose": "benchmark"})
+    assert page.status_code == 400
+    html = page.content.decode()
+    summary = html.find('id="form-errors"')
+    assert summary != -1 and "Choose at least one episode to release" in html[summary:html.find('id="candidates"')]
+    with scope(study=team.study):
+        assert not ReleaseRequest.objects.exists()
+
+
 def test_the_video_is_served_with_http_range(team, verified, make_request, client):
     episode = verified(1)[0]
     request = make_request([episode])
@@ -117,3 +129,44 @@ def test_the_schema_describes_every_release_endpoint():
     assert {"manifest_sha256", "otp_code"} <= set(approve_body)
     states = {p["name"]: p for p in paths[base]["get"]["parameters"]}["state"]["schema"]["enum"]
     assert set(states) == set(ReleaseRequest.State.values)
+
+
+def test_approve_reject_and_withdraw_ask_for_confirmation_first(team, verified, make_request, client):
+    """The forms carry the question that the portal's confirm.js asks (tests/e2e/test_confirm.py shows it asked)."""
+    request = make_request(verified(1))
+    url = reverse("release-detail", args=[team.study.code, request.number])
+    client.force_login(team.reg.ethics)
+    officer = client.get(url).content.decode()
+    assert ('id="approve-form" class="decision" data-confirm="Approve release-0001? Your approval is recorded and '
+            'cannot be taken back.">') in officer
+    assert 'id="reject-form" class="decision" data-confirm="Reject release-0001? It cannot be approved afterwards.">' \
+        in officer
+    client.force_login(team.reg.coordinator)
+    requester = client.get(url).content.decode()
+    assert ('id="reject-form" class="decision" data-confirm="Withdraw your request release-0001? It cannot be '
+            'submitted again.">') in requester
+
+
+def test_a_requester_withdrawing_is_shown_as_withdrawn_and_a_coordinator_is_not_called_an_officer(team, verified,
+                                                                                                   make_request,
+                                                                                                   client):
+    from portal.releases.services.requests import reject
+
+    request = make_request(verified(1))
+    url = reverse("release-detail", args=[team.study.code, request.number])
+    client.force_login(team.reg.coordinator)  # the requester, a coordinator only
+    waiting = client.get(url).content.decode()
+    assert "other ethics officers" not in waiting
+    assert "The study's ethics officers approve it: 2 of them, none of them you." in waiting
+    with scope(study=team.study):
+        reject(team.reg.coordinator, request, reason="asked for the wrong episodes")
+    page = client.get(url).content.decode()
+    assert "<strong>Withdrawn by the requester" in page and ">Rejected<" not in page
+    listed = client.get(reverse("release-list", args=[team.study.code])).content.decode()
+    assert 'data-state="rejected">Withdrawn by the requester</span>' in listed
+    # An ethics officer's rejection is still a rejection.
+    other = make_request(verified(1))
+    with scope(study=team.study):
+        reject(team.reg.ethics, other, reason="not covered by the purpose")
+    listed = client.get(reverse("release-list", args=[team.study.code])).content.decode()
+    assert 'data-state="rejected">Rejected</span>' in listed

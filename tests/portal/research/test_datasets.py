@@ -153,3 +153,15 @@ def test_an_outage_mid_upload_keeps_what_is_in_place_and_the_next_attempt_comple
     ready = build(dataset)
     assert ready.state == State.READY and ready.attempts == 2
     assert len(stored) == ready.files_total - 3  # the three objects already in place were kept
+
+
+def test_a_queued_dataset_says_queued_until_a_worker_counts_the_files(released, researcher, client, sent_tasks,
+                                                                      django_capture_on_commit_callbacks):
+    with scope(study=released.study), django_capture_on_commit_callbacks(execute=True):
+        dataset, _ = datasets.request_dataset(researcher, released.study, items_of(released, 0, 1))
+    client.force_login(researcher)
+    page = client.get(f"/studies/{released.study.code}/datasets/{dataset.number}/").content.decode()
+    assert '<span id="phase">Queued, waiting for a worker</span><span id="counts" hidden>' in page
+    build(dataset)
+    ready = client.get(f"/studies/{released.study.code}/datasets/{dataset.number}/").content.decode()
+    assert "Queued" not in ready and 'id="counts"' not in ready

@@ -127,3 +127,32 @@ def test_catalogue_release_files_lists_every_object(released):
     with scope(study=released.study):
         files = catalogue.release_files(released)
     assert sorted(name for name, _ in files.values()) == storage.walk(storages["releases"], released.prefix)
+
+
+@pytest.mark.parametrize("storage_kind", ["local"], indirect=True)  # the portal's own links: its page answers
+def test_an_expired_link_answers_in_the_layout_with_a_fresh_link_and_leaves_no_banner(storage_kind, released,
+                                                                                       researcher, client):
+    path = "episode-000002/meta/info.json"
+    with scope(study=released.study):
+        expired = _issued_ten_minutes_ago(researcher, released, path)
+    client.force_login(researcher)
+    response = client.get(expired.url)
+    assert response.status_code == 403
+    assert response["Content-Type"].startswith("text/html")
+    page = response.content.decode()
+    assert "This download link has expired" in page and 'class="topbar"' in page  # the portal's layout
+    release_page = f"/studies/{released.study.code}/released/{released.number}/"
+    assert f'href="{release_page}"' in page  # a way back
+    file_action = f'action="{release_page}file/"'
+    assert file_action in page and f'name="path" value="{path}"' in page  # the button asking for a fresh link
+
+    # The next, unrelated page repeats nothing.
+    assert "expired" not in client.get(release_page).content.decode()
+
+    # The button's form gives a fresh link to the same file, which serves it.
+    answer = client.post(f"{release_page}file/", {"path": path})
+    assert answer.status_code == 302 and answer["Location"] != expired.url
+    status, body = fetch(client, answer["Location"])
+    with scope(study=released.study):
+        stored = storages["releases"].open(released.prefix + path).read()
+    assert status == 200 and body == stored

@@ -3,14 +3,16 @@ the service and shows its outcome; the schema describes every endpoint."""
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import pytest
+from django.core.files.storage import storages
 from django.urls import reverse
 from django.utils import timezone
 from django_scopes import scope
 
-from exporter.release import DATASET_MANIFEST, MANIFEST, SIGNATURE
+from exporter.release import DATASET_MANIFEST, MANIFEST, SIGNATURE, manifest_files
 from portal.access.models import Role, RoleGrant
 from portal.audit.models import AuditEvent
 from portal.research.models import AccessRequest, Dataset, IssuedLink
@@ -56,6 +58,11 @@ def test_a_researcher_asks_is_granted_browses_views_and_downloads_through_the_pa
     page = client.get(reverse("research-release", args=[study.code, released.number])).content.decode()
     assert "CERES_TOKEN=&lt;your token&gt; ceres-pull" in page and f"--release {study.code}/release-0001" in page
     assert page.count('name="path"') == released.release.objects_total
+    # The count ceres-pull gives as verified (the manifest's files) and the two that are not in it.
+    with scope(study=study):
+        listed = len(manifest_files(json.loads(storages["releases"].open(released.prefix + MANIFEST).read())))
+    assert (f'{released.release.objects_total}: {listed} episode files, each checked against the signed manifest')\
+        in page and "plus the manifest and its signature" in page
 
     viewer = client.get(reverse("research-episode", args=[study.code, released.number, 1])).content.decode()
     assert 'id="viewer"' in viewer and "review.json" in viewer and "video.mp4" in viewer

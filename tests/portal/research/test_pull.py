@@ -72,7 +72,8 @@ def test_a_release_is_pulled_verified_and_every_link_logged(live_server, release
     result = ceres_pull(live_server, token, f"{released.study.code}/release-0001", dest)
     assert result.returncode == 0, result.stderr
     files = manifest_files(stored_manifest(released))
-    assert f"{len(files)} files verified ({len(files)} fetched, 0 already in place)" in result.stdout
+    assert (f"{len(files)} files verified ({len(files)} fetched, 0 already in place) and the manifest with its "
+            f"signature") in result.stdout
     key = tmp_path / "key.pem"
     key.write_text(storage_key(live_server))
     verified = subprocess.run([sys.executable, "-m", "exporter", "verify-release", str(dest), "--public-key",
@@ -214,3 +215,32 @@ def test_a_dataset_with_a_hole_is_pulled_and_kept_for_lerobot(live_server, relea
                                *map(str, captures), "--shards", *(str(release_dir / item.folder) for item in chosen)],
                               cwd=REPO, capture_output=True, text=True, check=True)
     (kept / "expected.json").write_text(expected.stdout)
+
+
+def test_an_unknown_release_is_named_with_those_that_exist_and_leaves_no_folder(live_server, released, token,
+                                                                               tmp_path):
+    code = released.study.code
+    dest = tmp_path / "new" / "pulled"
+    result = ceres_pull(live_server, token, f"{code}/release-0009", dest)
+    assert result.returncode == 3, result.stderr
+    assert (f"answered 404: release-0009 is not a published release of study {code}; its published releases: "
+            f"release-0001") in result.stderr
+    assert "No ReleaseRequest matches" not in result.stderr
+    assert not dest.exists() and not (tmp_path / "new").exists()  # nothing left behind, not even empty folders
+
+    # A folder that was there before stays, with what it held.
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "notes.txt").write_text("mine")
+    assert ceres_pull(live_server, token, f"{code}/release-0009", kept).returncode == 3
+    assert [path.name for path in kept.iterdir()] == ["notes.txt"]
+
+
+def test_an_unpublished_request_reads_like_a_number_never_used(live_server, released, make_request, verified, token,
+                                                               tmp_path):
+    draft = make_request(verified(1), submit=False)
+    assert draft.number == 2
+    result = ceres_pull(live_server, token, f"{released.study.code}/release-0002", tmp_path / "pulled")
+    assert result.returncode == 3
+    assert (f"release-0002 is not a published release of study {released.study.code}; its published releases: "
+            f"release-0001\n") in result.stderr

@@ -320,6 +320,8 @@ def test_stewards_see_the_reach_and_its_progress(reg, world, client, django_capt
     client.force_login(reg.ethics)
     queued = client.get(f"/studies/{reg.study.code}/withdrawals/{withdrawal.pk}/").content.decode()
     assert "data-status-url" in queued and "Queued" in queued
+    # Nothing counted yet: "queued", not "waiting for a worker: 0 of 0" beside an empty bar.
+    assert '<span id="phase">Queued, waiting for a worker</span><span id="counts" hidden>' in queued
     run(withdrawal)
     page = client.get(f"/studies/{reg.study.code}/withdrawals/{withdrawal.pk}/").content.decode()
     assert "release-0001 (2 episode(s))" in page and "dataset-0001" in page and "data-status-url" not in page

@@ -6,7 +6,9 @@ import shlex
 from datetime import UTC, datetime
 from pathlib import Path
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+from django.db import DatabaseError, connection
 from django.urls import reverse
 
 from exporter.generate import generate_capture
@@ -24,6 +26,7 @@ class Command(BaseCommand):
         parser.add_argument("--seed", type=int, default=0, help="random seed of the motion (default 0)")
 
     def handle(self, *args, out: Path | None, seconds: float, seed: int, **options):
+        _require_demo_database()
         try:
             demo = demo_registry()
             study = demo.study_block()
@@ -49,3 +52,19 @@ class Command(BaseCommand):
             if value is not None:
                 line += [f"--{key.replace('_', '-')}", value]
         self.stdout.write("The same capture from the exporter's command line (recorded now):\n  " + shlex.join(line))
+
+
+def _require_demo_database() -> None:
+    """Refuse, naming the database, when it is not the demo's: a SQLite file that does not exist (opening it would
+    leave an empty file behind, e.g. under another CERES_DATA_DIR) or a database without the portal's tables."""
+    hint = "run `manage.py migrate` and `manage.py demo_setup` with the same settings first"
+    if connection.vendor == "sqlite" and not connection.is_in_memory_db():
+        name = Path(str(connection.settings_dict["NAME"]))
+        if not name.is_file():
+            raise CommandError(f"no portal database at {name} (CERES_DATA_DIR={settings.DATA_DIR}): {hint}")
+    try:
+        tables = set(connection.introspection.table_names())
+    except DatabaseError as exc:
+        raise CommandError(f"cannot open the portal database: {exc}") from None
+    if "studies_study" not in tables:
+        raise CommandError(f"the portal database has no tables yet: {hint}")

@@ -5,8 +5,11 @@
   if (form) {
     const bar = document.getElementById("upload-progress");
     const status = document.getElementById("upload-status");
+    const button = form.querySelector("button[type=submit]");
     form.addEventListener("submit", function (event) {
       event.preventDefault();
+      if (button.disabled) return;  // one upload at a time: the button stays disabled while it runs
+      button.disabled = true;
       const xhr = new XMLHttpRequest();
       xhr.open("POST", form.action);
       xhr.setRequestHeader("Accept", "application/json");
@@ -23,9 +26,10 @@
           window.location.assign(JSON.parse(xhr.responseText).url);
         } else {
           status.textContent = "Upload refused (" + xhr.status + "): " + xhr.responseText.slice(0, 300);
+          button.disabled = false;
         }
       });
-      xhr.addEventListener("error", function () { status.textContent = "Upload failed: the connection broke."; });
+      xhr.addEventListener("error", function () { status.textContent = "Upload failed: the connection broke."; button.disabled = false; });
       xhr.send(new FormData(form));
     });
   }

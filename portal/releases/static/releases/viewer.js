@@ -11,6 +11,16 @@
   const playButton = document.getElementById("play");
   const COLORS = { left: "#0b5cad", right: "#d9730d", head: "#2f7d32", playhead: "#c62828" };
 
+  // A segment's annotations as people read them ("grip: power; note: slipped"), not as raw JSON.
+  function annotationsText(annotations) {
+    if (!annotations || typeof annotations !== "object") { return ""; }
+    return Object.keys(annotations).map(function (key) {
+      const value = annotations[key];
+      const shown = value !== null && typeof value === "object" ? JSON.stringify(value) : String(value);
+      return key.replace(/_/g, " ") + ": " + shown;
+    }).join("; ");
+  }
+
   function fail(message) {
     const box = document.getElementById("viewer-error");
     box.textContent = message;
@@ -29,11 +39,11 @@
     const lastFrame = data.length - 1;
 
     // --- the clock: the video's time, or a timer of our own for an episode without video --------------
-    let ownTime = 0, ownPlaying = false, ownStarted = 0;
+    let ownTime = 0, ownPlaying = false, ownStarted = 0, rate = 1;
     const clock = {
       now: function () {
         if (video) { return video.currentTime; }
-        if (ownPlaying) { ownTime = Math.min(duration, ownTime + (performance.now() - ownStarted) / 1000); ownStarted = performance.now(); }
+        if (ownPlaying) { ownTime = Math.min(duration, ownTime + rate * (performance.now() - ownStarted) / 1000); ownStarted = performance.now(); }
         return ownTime;
       },
       playing: function () { return video ? !video.paused && !video.ended : ownPlaying; },
@@ -70,7 +80,7 @@
       block.textContent = segment.task + " · " + segment.outcome;
       block.title = segment.task + " (cycle " + segment.cycle + ", repetition " + segment.repetition + ", take " +
         segment.take + "): " + segment.outcome + ", frames " + segment.frame_index_from + "–" + (segment.frame_index_to - 1) +
-        (segment.annotations && Object.keys(segment.annotations).length ? "; " + JSON.stringify(segment.annotations) : "");
+        (annotationsText(segment.annotations) ? "; " + annotationsText(segment.annotations) : "");
       lanes.segments.appendChild(block);
     });
     data.gaps.forEach(function (gap) {
@@ -227,7 +237,7 @@
       const row = document.createElement("tr");
       [segment.frame_index_from + "–" + (segment.frame_index_to - 1), segment.task,
         segment.cycle + " / " + segment.repetition + " / " + segment.take, segment.outcome, String(segment.gap_frames),
-        segment.annotations && Object.keys(segment.annotations).length ? JSON.stringify(segment.annotations) : "—"]
+        annotationsText(segment.annotations) || "—"]
         .forEach(function (text) { const cell = document.createElement("td"); cell.textContent = text; row.appendChild(cell); });
       row.addEventListener("click", function () { clock.seek(segment.frame_index_from / fps); });
       body.appendChild(row);
@@ -255,6 +265,28 @@
       });
     }
     playButton.addEventListener("click", clock.toggle);
+    // Playback speed (the video's own rate, or our timer's) and full screen of the whole viewer, so the plots
+    // and hands stay beside the video.
+    const speed = document.getElementById("speed");
+    if (speed) {
+      speed.addEventListener("change", function () {
+        clock.now();  // our timer: count the time played so far at the old rate
+        rate = parseFloat(speed.value) || 1;
+        if (video) { video.playbackRate = rate; }
+        update();
+      });
+    }
+    const fullscreenButton = document.getElementById("fullscreen");
+    const toggleFullscreen = function () {
+      if (document.fullscreenElement) { document.exitFullscreen(); }
+      else if (root.requestFullscreen) { root.requestFullscreen(); }
+    };
+    if (fullscreenButton) {
+      fullscreenButton.addEventListener("click", toggleFullscreen);
+      document.addEventListener("fullscreenchange", function () {
+        fullscreenButton.textContent = document.fullscreenElement ? "Leave full screen" : "Full screen";
+      });
+    }
     document.addEventListener("keydown", function (event) {
       const tag = (event.target.tagName || "").toLowerCase();
       if (tag === "input" || tag === "textarea" || tag === "select" || event.altKey || event.ctrlKey || event.metaKey) { return; }
@@ -263,6 +295,7 @@
       else if (event.key === "ArrowRight") { if (video) { video.pause(); } clock.seek((frameAt(clock.now()) + 1) / fps); }
       else if (event.key === "ArrowLeft") { if (video) { video.pause(); } clock.seek((frameAt(clock.now()) - 1) / fps); }
       else if (event.key === "n" || event.key === "N") { go("data-next-url"); }
+      else if (event.key === "f" || event.key === "F") { toggleFullscreen(); }
       else if (event.key === "p" || event.key === "P") { go("data-previous-url"); }
       else { return; }
       event.preventDefault();

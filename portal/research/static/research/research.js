@@ -18,10 +18,13 @@
       .then(function (r) { return r.json(); })
       .then(function (data) {
         if (data.state !== state) { window.location.reload(); return; }
-        show("phase", data.phase || "waiting for a worker");
+        // Queued until the worker has counted the work: no "0 of 0" with an empty bar.
+        show("phase", data.total ? (data.phase || "working") : "Queued, waiting for a worker");
+        const counts = document.getElementById("counts");
+        if (counts) { counts.hidden = !data.total; }
         show("done", data.done);
         show("total", data.total);
-        const bar = document.getElementById("dataset-progress");
+        const bar = document.querySelector("#progress progress");
         if (bar) { bar.max = data.total || 1; bar.value = data.done; }
         setTimeout(poll, 1000);
       })
