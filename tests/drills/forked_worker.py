@@ -108,6 +108,10 @@ class ForkedWorker:
         # Celery reads CELERY_BROKER_URL from the environment over its configuration (infra/test.sh sets Redis).
         os.environ["CELERY_BROKER_URL"] = self.broker
         app.conf.broker_url = self.broker
+        # The parent may have sent tasks before it forked (an audit checkpoint follows every commit of events): its
+        # connection pool, to its own broker and on sockets it still uses, is not this process's. A plain fork runs
+        # none of Celery's after-fork hooks, so its clean-up is called here.
+        app._after_fork()
         app.conf.broker_transport_options = {"visibility_timeout": 3600}
         app.conf.broker_connection_retry_on_startup = True
         app.conf.worker_prefetch_multiplier = 1
