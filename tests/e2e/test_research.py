@@ -185,6 +185,7 @@ def test_after_a_withdrawal_a_researcher_keeps_the_other_episodes_and_old_bookma
     login(page, "coordinator", "ceres-demo-coordinator")
     page.goto(f"/studies/demo/demonstrators/{registry.demonstrator.pk}/")
     page.fill("#withdraw-consent textarea[name=reason]", "The participant asked us to.")
+    page.once("dialog", lambda dialog: dialog.accept())  # "Record the withdrawal of ...?"
     page.click("#withdraw-consent button[type=submit]")
     page.wait_for_url("**/studies/demo/withdrawals/*/")
     page.locator("#state h2", has_text="Done").wait_for(timeout=120_000)

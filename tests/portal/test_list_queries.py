@@ -139,11 +139,13 @@ RESEARCH = [
     ("research-withdrawals", "", "coordinator", 9),
     ("api-access-request-list", "", "coordinator", 8),
     ("api-issued-link-list", "", "coordinator", 8),
-    ("research-browse", "", "researcher", 15),  # + the filters' tasks, outcomes and releases
-    ("research-browse", "?release=1", "researcher", 13),
+    # The catalogue first reads which superseded releases still serve episodes (none here; a handful while a
+    # withdrawal's release is on its way), twice: for the rows and for the count.
+    ("research-browse", "", "researcher", 17),  # + the filters' tasks, outcomes and releases
+    ("research-browse", "?release=1", "researcher", 15),
     ("research-links", "", "researcher", 7),
     ("api-released-list", "", "researcher", 8),
-    ("api-released-episode-list", "", "researcher", 11),
+    ("api-released-episode-list", "", "researcher", 13),
     ("api-issued-link-list", "", "researcher", 8),
 ]
 

@@ -69,8 +69,15 @@ def not_published(study_code: str, number: object) -> str:
 def released_items() -> QuerySet[ReleaseItem]:
     """Every episode of every published release of the study in scope, and of a superseded one while its
     successor is on its way, the episodes the successor holds."""
-    return ReleaseItem.objects.filter(Q(request__state=RELEASED) | Q(
-        _kept(), request__state=SUPERSEDED, request__superseded_by__state__in=ON_ITS_WAY))
+    # The superseded releases still serving are read first (none, or a handful while a withdrawal's release is on
+    # its way): with none, the list is the published releases' alone, read from the browse index in its order,
+    # which an OR over the successor's state would keep the planner from doing.
+    still_serving = list(ReleaseRequest.objects.filter(state=SUPERSEDED, superseded_by__state__in=ON_ITS_WAY)
+                         .values_list("pk", flat=True))
+    published = ReleaseItem.objects.filter(request__state=RELEASED)
+    if not still_serving:
+        return published
+    return ReleaseItem.objects.filter(Q(request__state=RELEASED) | Q(_kept(), request__in=still_serving))
 
 
 def released_item(number: int, episode_index: int) -> ReleaseItem:
