@@ -133,9 +133,27 @@ def stop_and_wait_until_gone(script: subprocess.Popen, children: dict[int, str],
     """Signal the script; it exits with ``exit_code`` and every process it started is gone within its bound."""
     send(script.pid)
     stopped = time.monotonic()
-    assert script.wait(timeout=STOP_BOUND_S) == exit_code
+    try:
+        status = script.wait(timeout=STOP_BOUND_S)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"run.sh did not stop within {STOP_BOUND_S} s: {_state_of(script.pid)}") from None
+    assert status == exit_code
     wait_until(lambda: not any(running(pid) for pid in children), STOP_BOUND_S - (time.monotonic() - stopped),
                f"every process of run.sh is gone: {[cmd for pid, cmd in children.items() if running(pid)]}")
+
+
+def _state_of(pid: int) -> str:
+    """What a script that does not stop is doing: its state, signal masks, what it waits in, what it runs."""
+    lines = []
+    for process, command in {pid: "run.sh", **descendants(pid)}.items():
+        try:
+            status = Path(f"/proc/{process}/status").read_text().splitlines()
+            wchan = Path(f"/proc/{process}/wchan").read_text()
+        except OSError:
+            continue
+        fields = [line for line in status if line.startswith(("State", "SigBlk", "SigIgn", "SigCgt", "PPid"))]
+        lines.append(f"{process} {command[:120]!r} wchan={wchan} {' '.join(fields)}")
+    return "\n".join(lines)
 
 
 def kill_leftovers(script: subprocess.Popen, children: dict[int, str]) -> None:
