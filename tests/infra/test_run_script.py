@@ -105,7 +105,15 @@ def start(data_dir: Path, port: int, output: Path) -> subprocess.Popen:
     with output.open("wb") as log:
         # A session of its own, like a shell's foreground job: SIGINT to its group is what Ctrl-C sends.
         return subprocess.Popen(["bash", "infra/run.sh"], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+                                stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=_as_a_terminal_job)
+
+
+def _as_a_terminal_job() -> None:
+    """A shell starts a foreground job with the default dispositions: a test run started in the background (whose
+    shell ignores SIGINT and SIGQUIT for it) or under nohup would pass its ignored signals on, and bash cannot
+    trap a signal ignored at its start, so run.sh would never see the Ctrl-C this test sends."""
+    for number in (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP):
+        signal.signal(number, signal.SIG_DFL)
 
 
 SIGNALS = {
