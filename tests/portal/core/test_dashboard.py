@@ -15,6 +15,11 @@ def test_demo_setup_is_idempotent_and_prints_logins(db, capsys):
     from portal.accounts.services import confirmed_email
     for user in get_user_model().objects.all():
         assert confirmed_email(user) == f"{user.username}@demo.ceres.invalid"
+    # The addresses come before anyone is told anything: the officers' message about the researcher's request is
+    # not marked "no email address".
+    from portal.notifications.models import Email, Notification
+    told = Notification.objects.filter(recipient__username__in=("ethics1", "ethics2"))
+    assert told.exists() and not told.filter(email=Email.NO_ADDRESS).exists()
     # One changed on the account page stays when the demo is set up again.
     get_user_model().objects.filter(username="researcher").update(email="r.lab@example.org")
     call_command("demo_setup")

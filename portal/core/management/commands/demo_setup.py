@@ -59,10 +59,19 @@ class Command(BaseCommand):
         agreement = current_data_use_agreement(study) or publish_data_use_agreement(
             User.objects.get(username=admin_name), study, text=DEMO_AGREEMENT)
         lines = [f"  {'site admin':<18} {admin_name:<12} {admin_password}"]
+        applicant, applicant_password = DEMO_APPLICANT
+        for username, password in [*((name, password) for name, password, _ in DEMO_USERS),
+                                   (applicant, applicant_password)]:
+            if not User.objects.filter(username=username).exists():
+                User.objects.create_user(username, password=password)
+        # Confirmed addresses (the .invalid domain never resolves), before any grant or request tells anyone
+        # anything: the demo's mail is printed to the log. An address someone changed on their account page is left
+        # as it is.
+        for user in User.objects.filter(username__in=[admin_name, applicant, *(name for name, _, _ in DEMO_USERS)],
+                                        email=""):
+            accounts.set_confirmed_email(actor, user, demo_email(user.username))
         for username, password, roles in DEMO_USERS:
-            user = User.objects.filter(username=username).first()
-            if user is None:
-                user = User.objects.create_user(username, password=password)
+            user = User.objects.get(username=username)
             for role in roles:
                 if user.role_grants.filter(study=study, role=role).exists():
                     continue
@@ -74,15 +83,7 @@ class Command(BaseCommand):
                 else:
                     grant_role(actor, user, study, role)
             lines.append(f"  {Role(roles[0]).label:<18} {username:<12} {password}")
-        applicant, applicant_password = DEMO_APPLICANT
-        if not User.objects.filter(username=applicant).exists():
-            User.objects.create_user(applicant, password=applicant_password)
         lines.append(f"  {'(no role yet)':<18} {applicant:<12} {applicant_password}")
-        # Confirmed addresses (the .invalid domain never resolves): the demo's mail is printed to the log. An address
-        # someone changed on their account page is left as it is.
-        for user in User.objects.filter(username__in=[admin_name, applicant, *(name for name, _, _ in DEMO_USERS)],
-                                        email=""):
-            accounts.set_confirmed_email(actor, user, demo_email(user.username))
         self.stdout.write(f"Demo study '{study.code}' ready. Logins (role, username, password):")
         self.stdout.write("\n".join(lines))
         self.stdout.write(self._second_factor(actor, User))
