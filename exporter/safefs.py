@@ -176,8 +176,9 @@ class Folder:
         finally:
             os.close(fd)
 
-    def digest(self, path: str) -> tuple[str, int] | None:
-        """SHA-256 (hex) and length of the regular file at ``path``; None when there is none."""
+    def _open_file(self, path: str) -> int | None:
+        """A descriptor open for reading on the regular file at ``path``; None when there is none; anything else
+        there is named as in the way."""
         try:
             fd = self.open(path, os.O_RDONLY)
         except FileNotFoundError:
@@ -185,6 +186,12 @@ class Folder:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             os.close(fd)
             raise self._in_the_way(check_path(path), len(check_path(path)) - 1, "a file")
+        return fd
+
+    def digest(self, path: str) -> tuple[str, int] | None:
+        """SHA-256 (hex) and length of the regular file at ``path``; None when there is none."""
+        if (fd := self._open_file(path)) is None:
+            return None
         with os.fdopen(fd, "rb") as stream:
             digest, size = hashlib.sha256(), 0
             while block := stream.read(_BLOCK):
@@ -194,13 +201,8 @@ class Folder:
 
     def read(self, path: str, limit: int) -> bytes | None:
         """The bytes of the file at ``path`` when it holds at most ``limit``; None when it is absent or longer."""
-        try:
-            fd = self.open(path, os.O_RDONLY)
-        except FileNotFoundError:
+        if (fd := self._open_file(path)) is None:
             return None
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            os.close(fd)
-            raise self._in_the_way(check_path(path), len(check_path(path)) - 1, "a file")
         with os.fdopen(fd, "rb") as stream:
             data = stream.read(limit + 1)
         return data if len(data) <= limit else None
