@@ -70,5 +70,6 @@ def test_native_controls_speed_full_screen_and_plots_that_keep_the_video_in_view
     page.click("#fullscreen")
     until(page, "() => document.fullscreenElement && document.fullscreenElement.id === 'viewer'",
           "the viewer in full screen")
-    page.wait_for_function("document.querySelector('#fullscreen').innerText.trim() === 'Leave full screen'")
+    until(page, "() => document.querySelector('#fullscreen').innerText.trim() === 'Leave full screen'",
+          "the full-screen button's label to change")
     context.close()
