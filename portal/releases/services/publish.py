@@ -234,8 +234,7 @@ def fail_release(request: ReleaseRequest, reason: str) -> None:
     with transaction.atomic():
         lock_fresh(request)
         Release.objects.filter(request=request).update(lease_until=None, last_error=reason)
-        if request.can_move_to(State.FAILED):
-            set_state(None, request, State.FAILED, action="release.failed", reason=reason)
+        set_state(None, request, State.FAILED, action="release.failed", reason=reason, if_allowed=True)
 
 
 def fail_not_approved(request: ReleaseRequest, problems: list[str]) -> None:
