@@ -44,10 +44,10 @@ from portal.releases.services.supersede import reject_open, supersede
 from portal.research.models import Dataset, DatasetEpisode, IssuedLink, Tombstone, Withdrawal, WithdrawalNotice
 
 State = Withdrawal.State
-RELEASE = ReleaseRequest.State
+ReleaseState = ReleaseRequest.State
 # A release whose folder may still hold the episodes' objects: published, or superseded by an earlier withdrawal
 # (its other episodes' objects stay).
-HOLDING = (RELEASE.RELEASED, RELEASE.SUPERSEDED)
+HOLDING = (ReleaseState.RELEASED, ReleaseState.SUPERSEDED)
 REASON = Tombstone.REASON
 
 
@@ -219,7 +219,7 @@ def _withdraw_from_release(withdrawal: Withdrawal, release: ReleaseRequest, with
     if Tombstone.objects.filter(withdrawal=withdrawal, release=release).exists():
         return
     successor = ReleaseRequest.objects.filter(supersedes=release).first()
-    if release.state == RELEASE.RELEASED:
+    if release.state == ReleaseState.RELEASED:
         successor = supersede(release, set(held), reason=f"{REASON}: {', '.join(map(str, held))} removed",
                               withdrawal=withdrawal.pk)
     _tombstone(withdrawal, held, release=release, successor=successor)
