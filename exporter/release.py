@@ -22,6 +22,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from exporter.jsonfile import json_bytes
+from exporter.layout import episode_folder
 from exporter.receipt import RECEIPT, file_digest
 
 MANIFEST = "release-manifest.json"
@@ -36,10 +37,6 @@ VERSION = 1
 
 class ReleaseProblem(Exception):
     """A downloaded release does not verify; the message names the file and what is wrong."""
-
-
-def episode_folder(episode_index: int) -> str:
-    return f"episode-{episode_index:06d}"
 
 
 def release_section(*, study: str, release_id: str, purpose: str, requested_by: str, requested_at: str,

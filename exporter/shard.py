@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 from exporter.errors import ShardExistsError, SourceError
 from exporter.features import STATE_DIM, feature_table, video_key
 from exporter.jsonfile import json_bytes
+from exporter.layout import episode_folder
 from exporter.modes import publish_modes
 from exporter.receipt import verify_shard, write_receipt
 from exporter.rows import Rows, build_rows
@@ -52,10 +53,6 @@ class ExportResult:
             f"{self.retained_segments} retained segments, {self.dropped_retries} dropped retries, "
             f"video {self.video_method or 'none'}"
         )
-
-
-def shard_name(episode_index: int) -> str:
-    return f"episode-{episode_index:06d}"
 
 
 def _chunk_file(episode_index: int) -> str:
@@ -346,7 +343,7 @@ def export_shard(
         if type(value) is not int or not 0 <= value <= MAX_INDEX:
             raise SourceError(f"must be an integer from 0 to {MAX_INDEX}", path=option)
     out_dir = Path(out_dir)
-    target = out_dir / shard_name(episode_index)
+    target = out_dir / episode_folder(episode_index)
     if target.exists():
         raise ShardExistsError("already exists; shards are immutable", path=str(target))
     created_at = rfc3339(exported_at or datetime.now(UTC))

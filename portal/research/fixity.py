@@ -9,8 +9,9 @@ from __future__ import annotations
 import functools
 import json
 
+from exporter.layout import episode_folder
 from exporter.receipt import bytes_digest
-from exporter.release import DATASET_MANIFEST, DATASET_SIGNATURE, episode_folder, manifest_files
+from exporter.release import DATASET_MANIFEST, DATASET_SIGNATURE, manifest_files
 from portal.fixity import registry
 from portal.research.models import Dataset, Tombstone
 

@@ -30,6 +30,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from exporter import release as release_format
+from exporter.layout import episode_folder
 from exporter.receipt import bytes_digest
 from exporter.shard import rfc3339
 from portal.audit.services import record
@@ -215,7 +216,7 @@ def _withdraw_from_release(withdrawal: Withdrawal, release: ReleaseRequest, with
     releases = storage.releases()
     held = sorted(withdrawn & set(release.items.values_list("episode_index", flat=True)))
     for index in held:
-        storage.delete_prefix(releases, f"{release.prefix}{release_format.episode_folder(index)}/")
+        storage.delete_prefix(releases, f"{release.prefix}{episode_folder(index)}/")
     if Tombstone.objects.filter(withdrawal=withdrawal, release=release).exists():
         return
     successor = ReleaseRequest.objects.filter(supersedes=release).first()
