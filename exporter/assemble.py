@@ -40,9 +40,9 @@ from exporter.errors import AssemblyError
 from exporter.jsonfile import write_json
 from exporter.modes import publish_modes
 from exporter.receipt import RECEIPT, build_artefacts, check_artefacts, file_digest, verify_artefacts
-from exporter.shard import rfc3339
 from exporter.stats import ColumnScratch, collect, dimension_stats, feature_stats, pooled_image_stats
 from exporter.task_table import read_tasks
+from exporter.timestamps import rfc3339
 
 EPISODE_METADATA = "ceres/episode-metadata.json"
 TASK_SPECIFICATIONS = "ceres/task-specifications"

@@ -26,6 +26,7 @@ from exporter.rows import Rows, build_rows
 from exporter.source import STUDY_KEYS, Capture, check_study_block, open_source, parse_capture, read_capture
 from exporter.stats import STAT_NAMES, ColumnScratch, feature_stats
 from exporter.task_table import extend_tasks, write_tasks
+from exporter.timestamps import rfc3339
 from exporter.video import VideoResult, export_video, video_stats
 
 CHUNKS_SIZE = 1000
@@ -57,12 +58,6 @@ class ExportResult:
 
 def _chunk_file(episode_index: int) -> str:
     return f"chunk-{episode_index // CHUNKS_SIZE:03d}/file-{episode_index % CHUNKS_SIZE:03d}"
-
-
-def rfc3339(moment: datetime) -> str:
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def _study_block(capture: Capture, study: dict[str, Any] | None) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from django.conf import settings
 
 from exporter import release as release_format
 from exporter.layout import episode_folder
-from exporter.shard import rfc3339
+from exporter.timestamps import rfc3339
 from portal.audit.models import AuditEvent
 from portal.releases.models import Approval, ReleaseItem, ReleaseRequest
 

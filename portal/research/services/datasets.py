@@ -27,7 +27,7 @@ from exporter.assemble import assemble_dataset
 from exporter.errors import AssemblyError
 from exporter.jsonfile import json_bytes
 from exporter.receipt import bytes_digest, file_digest, folder_files
-from exporter.shard import rfc3339
+from exporter.timestamps import rfc3339
 from portal.audit.services import record
 from portal.core import queue, storage
 from portal.core.errors import LeaseBusy

@@ -32,7 +32,7 @@ from django.utils import timezone
 from exporter import release as release_format
 from exporter.layout import episode_folder
 from exporter.receipt import bytes_digest
-from exporter.shard import rfc3339
+from exporter.timestamps import rfc3339
 from portal.audit.services import record
 from portal.core import queue, storage
 from portal.core.errors import LeaseBusy
