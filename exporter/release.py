@@ -10,7 +10,6 @@ KEY`` checks either kind with nothing but the public key. The formats are writte
 
 import base64
 import binascii
-import hashlib
 import json
 import os
 import stat
@@ -23,7 +22,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from exporter.jsonfile import json_bytes
 from exporter.layout import episode_folder
-from exporter.receipt import RECEIPT, file_digest
+from exporter.receipt import RECEIPT, bytes_digest, file_digest
 
 MANIFEST = "release-manifest.json"
 SIGNATURE = "release-manifest.json.sig"
@@ -83,7 +82,7 @@ def release_section(*, study: str, release_id: str, purpose: str, requested_by: 
 
 def section_digest(release: dict[str, Any]) -> str:
     """The SHA-256 an approval records: of the ``release`` section as the one JSON writer writes it."""
-    return hashlib.sha256(json_bytes(release)).hexdigest()
+    return bytes_digest(json_bytes(release))[0]
 
 
 def manifest_bytes(*, release: dict[str, Any], approvals: list[dict[str, Any]], released_at: str,
@@ -184,7 +183,7 @@ def public_key_raw(public_key: Ed25519PublicKey) -> bytes:
 
 def fingerprint(public_key: Ed25519PublicKey) -> str:
     """SHA-256 of the raw 32-byte public key, hex: short enough to read out, long enough to compare."""
-    return hashlib.sha256(public_key_raw(public_key)).hexdigest()
+    return bytes_digest(public_key_raw(public_key))[0]
 
 
 def load_public_key(key: str) -> Ed25519PublicKey:

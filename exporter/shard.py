@@ -1,7 +1,6 @@
 """Write one immutable LeRobotDataset v3 episode shard (shard.md), staged next to OUT_DIR then renamed."""
 
 import contextlib
-import hashlib
 import os
 import shutil
 import tempfile
@@ -21,7 +20,7 @@ from exporter.features import STATE_DIM, feature_table, video_key
 from exporter.jsonfile import json_bytes
 from exporter.layout import episode_folder
 from exporter.modes import publish_modes
-from exporter.receipt import verify_shard, write_receipt
+from exporter.receipt import bytes_digest, verify_shard, write_receipt
 from exporter.rows import Rows, build_rows
 from exporter.source import STUDY_KEYS, Capture, check_study_block, open_source, parse_capture, read_capture
 from exporter.stats import STAT_NAMES, ColumnScratch, feature_stats
@@ -386,7 +385,7 @@ def export_shard(
         dropped_retries=capture.dropped_retries,
         video_method=video_method,
         tasks=table,
-        receipt_sha256=hashlib.sha256(receipt).hexdigest(),
+        receipt_sha256=bytes_digest(receipt)[0],
         warnings=warnings,
     )
 
