@@ -249,6 +249,20 @@ def _read_regular(path: Path) -> bytes:
         return stream.read()
 
 
+def read_manifest(data: bytes) -> dict[str, Any]:
+    """A manifest's bytes (a release's or a dataset's) as the object they hold, its schema and version checked;
+    ``ValueError`` otherwise (``json.JSONDecodeError`` for bytes that are not JSON). The signature is not checked
+    here: ``parse_signed_manifest`` does, for a manifest that comes from elsewhere."""
+    manifest = json.loads(data)
+    if not isinstance(manifest, dict):
+        raise ValueError(f"a manifest is a JSON object, not {type(manifest).__name__}")
+    schema = manifest.get("schema")
+    if schema not in (SCHEMA, DATASET_SCHEMA) or manifest.get("version") != VERSION:
+        raise ValueError(f"schema {schema!r} version {manifest.get('version')!r}, expected {SCHEMA!r} or "
+                         f"{DATASET_SCHEMA!r} version {VERSION}")
+    return manifest
+
+
 def parse_signed_manifest(data: bytes, signature: bytes, public_key: Ed25519PublicKey, *,
                           name: str = MANIFEST) -> dict[str, Any]:
     """Check ``signature`` over ``data`` and parse the manifest (a release's or a dataset's)."""
@@ -258,11 +272,8 @@ def parse_signed_manifest(data: bytes, signature: bytes, public_key: Ed25519Publ
         raise ReleaseProblem(f"{name}.sig: the signature does not match {name} and this public key "
                              f"(fingerprint {fingerprint(public_key)})") from None
     try:
-        manifest = json.loads(data)
-        schema = manifest.get("schema")
-        if schema not in (SCHEMA, DATASET_SCHEMA) or manifest.get("version") != VERSION:
-            raise ValueError(f"schema {schema!r} version {manifest.get('version')!r}, expected {SCHEMA!r} or "
-                             f"{DATASET_SCHEMA!r} version {VERSION}")
+        manifest = read_manifest(data)
+        schema = manifest["schema"]
         section = manifest["release" if schema == SCHEMA else "dataset"]
         _check_fields(manifest, schema)
         shown = section_digest(section)
