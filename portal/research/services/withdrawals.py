@@ -61,6 +61,12 @@ def open_withdrawal(event) -> Withdrawal:
     return withdrawal
 
 
+def withdrawal_of(release: ReleaseRequest) -> int | None:
+    """The withdrawal that made a superseding release made before requests named it: from its tombstone
+    (registered with ``releases.made_by`` by ``research/apps.py``)."""
+    return Tombstone.objects.filter(superseded_by=release).values_list("withdrawal_id", flat=True).first()
+
+
 def _move(withdrawal: Withdrawal, state: str, *, action: str, after: dict | None = None, **fields) -> None:
     before = {"state": withdrawal.state}
     withdrawal.move_to(state)
