@@ -11,6 +11,7 @@ from portal.research.api import access as research_access
 from portal.research.api import catalogue as research_catalogue
 from portal.research.api import datasets as research_datasets
 from portal.research.api import links as research_links
+from portal.research.api import withdrawals as research_withdrawals
 from portal.studies import api as studies_api
 
 router = DefaultRouter()
@@ -21,7 +22,8 @@ router.register(rf"{STUDY}/approval-policy", studies_api.ApprovalPolicyViewSet, 
 router.register(rf"{STUDY}/headsets", studies_api.HeadsetViewSet, basename="api-headset")
 router.register(rf"{STUDY}/demonstrators", studies_api.DemonstratorViewSet, basename="api-demonstrator")
 router.register(rf"{STUDY}/consent-documents", studies_api.ConsentDocumentViewSet, basename="api-consent-document")
-router.register(rf"{STUDY}/consent-events", studies_api.ConsentEventViewSet, basename="api-consent-event")
+# Research's: a withdrawal posted here starts the withdrawal job (research builds on the registry).
+router.register(rf"{STUDY}/consent-events", research_withdrawals.ConsentEventViewSet, basename="api-consent-event")
 router.register(rf"{STUDY}/recordings", recordings_api.RecordingViewSet, basename="api-recording")
 router.register(rf"{STUDY}/episodes", recordings_api.EpisodeViewSet, basename="api-episode")
 router.register(rf"{STUDY}/release-requests", releases_api.ReleaseRequestViewSet, basename="api-release-request")

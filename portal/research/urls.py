@@ -26,6 +26,10 @@ urlpatterns = [
     path("datasets/<uint:number>/status/", datasets.dataset_status, name="research-dataset-status"),
     path("datasets/<uint:number>/file/", links.dataset_file, name="research-dataset-file"),
     path("datasets/<uint:number>/links.json", links.dataset_links, name="research-dataset-links"),
+    # The registry's demonstrator page posts here: a withdrawal of consent starts in research, which reaches
+    # released data (the URL and its name are the registry's).
+    path("demonstrators/<uint:demonstrator_pk>/withdraw/", withdrawals.withdraw_consent,
+         name="study-withdraw-consent"),
     path("withdrawals/", withdrawals.withdrawal_list, name="research-withdrawals"),
     path("withdrawals/<uint:pk>/", withdrawals.withdrawal_detail, name="research-withdrawal"),
     path("withdrawals/<uint:pk>/status/", withdrawals.withdrawal_status, name="research-withdrawal-status"),

@@ -1,5 +1,7 @@
-"""Consent withdrawals: what each withdrawal reached, for the study's coordinators and ethics officers, and
-running a failed job again (``services.withdrawals``)."""
+"""Consent withdrawals: the demonstrator page's form that withdraws a demonstrator's consent (routed at the
+registry's URL, ``study-withdraw-consent``, it calls ``services.withdrawals.withdraw_consent``, which records the
+withdrawal, purges raw audio and opens the withdrawal job in one transaction), then what each withdrawal reached,
+for the study's coordinators and ethics officers, and running a failed job again."""
 
 from __future__ import annotations
 
@@ -16,9 +18,31 @@ from portal.core.pagination import list_page
 from portal.notifications import events
 from portal.research.models import Withdrawal
 from portal.research.services import withdrawals
+from portal.studies.forms import WithdrawalForm
+from portal.studies.models import Demonstrator
+from portal.studies.views import demonstrator_page
 
 COORDINATOR, ETHICS = Role.COORDINATOR, Role.ETHICS_OFFICER
 WITHDRAWAL_ORDER = ("-created_at", "-pk")
+
+
+@require_POST
+@study_view(COORDINATOR)
+def withdraw_consent(request: HttpRequest, study, demonstrator_pk: int) -> HttpResponse:
+    """The demonstrator page's withdrawal form: on success, the withdrawal's page (what it reaches and what is done
+    about it); refused, the demonstrator page again with the form's errors."""
+    demonstrator = get_object_or_404(Demonstrator, pk=demonstrator_pk)
+    form = WithdrawalForm(request.POST)
+    if form.is_valid():
+        with refusals(form=form, field="withdrawal_date") as outcome:
+            event = withdrawals.withdraw_consent(request.user, demonstrator,
+                                                 withdrawal_date=form.cleaned_data["withdrawal_date"],
+                                                 reason=form.cleaned_data["reason"])
+        if not outcome.refused:
+            messages.success(request, f"Withdrawal recorded for {demonstrator.designator}: no more links are issued "
+                                      f"for their episodes. Below, what it reaches and what is done about it.")
+            return redirect("research-withdrawal", study.code, event.withdrawal_job.pk)
+    return demonstrator_page(request, study, demonstrator, withdrawal_form=form)
 
 
 @study_view(COORDINATOR, ETHICS)
