@@ -13,15 +13,15 @@ _lookups: list[Callable[[ReleaseRequest], int | None]] = []
 
 
 def register_lookup(lookup: Callable[[ReleaseRequest], int | None]) -> None:
-    """``lookup(request)``: the id of the withdrawal that made a superseding request that does not name it."""
+    """``lookup(release)``: the id of the withdrawal that made a superseding release that does not name it."""
     if lookup not in _lookups:
         _lookups.append(lookup)
 
 
-def made_by_withdrawal(release_request: ReleaseRequest) -> int | None:
+def made_by_withdrawal(release: ReleaseRequest) -> int | None:
     """The id of the withdrawal that made a superseding release; None for any other."""
-    if not release_request.supersedes_id:
+    if not release.supersedes_id:
         return None
-    if (release_request.superseding or {}).get("withdrawal"):
-        return release_request.superseding["withdrawal"]
-    return next((found for lookup in _lookups if (found := lookup(release_request)) is not None), None)
+    if (release.superseding or {}).get("withdrawal"):
+        return release.superseding["withdrawal"]
+    return next((found for lookup in _lookups if (found := lookup(release)) is not None), None)

@@ -26,7 +26,7 @@ ITEM_ORDER = ("-request_id", "-episode_index")
 # The published release's copy, as researchers see it: each read of the data or video is checked live (grant,
 # agreement, release still published, consent) and audited (``links.open_in_viewer``); no headset named.
 RELEASED = Viewer(route="research-episode", template="research/episode.html", headset=False, released=True,
-                  items=lambda release_request: catalogue.released_items().filter(request=release_request),
+                  items=lambda release: catalogue.released_items().filter(request=release),
                   check=links.open_in_viewer)
 
 
