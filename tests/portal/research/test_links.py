@@ -17,7 +17,7 @@ from portal.core import storage
 from portal.research.exceptions import AccessRefused, LinkRefused, ResearchError
 from portal.research.models import AccessRequest, IssuedLink
 from portal.research.services import access, catalogue, links
-from portal.studies.services.consent import withdraw_consent
+from portal.research.services.withdrawals import withdraw_consent
 from portal.studies.services.study import publish_data_use_agreement
 from tests.portal.research.linkfetch import fetch
 

@@ -28,7 +28,8 @@ from portal.releases.services.manifest import public_key
 from portal.research.exceptions import AccessRefused
 from portal.research.models import Dataset, IssuedLink, Tombstone, Withdrawal, WithdrawalNotice
 from portal.research.services import catalogue, datasets, links, withdrawals
-from portal.studies.services.consent import give_consent, withdraw_consent
+from portal.research.services.withdrawals import withdraw_consent
+from portal.studies.services.consent import give_consent
 from portal.studies.services.demonstrators import create_demonstrator
 from portal.studies.services.study import set_carry_over_approvals
 from tests.portal.research.lerobot_kept import keep_for_lerobot
@@ -254,22 +255,22 @@ def test_the_pipeline_refuses_to_export_or_release_a_withdrawn_demonstrators_rec
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_link_request_racing_the_withdrawal_is_refused(reg, released, researcher):
+def test_a_link_request_racing_the_withdrawal_is_refused(reg, released, researcher, monkeypatch):
     """The withdrawal holds the demonstrator's row until it commits; a link request for the same episode waits for
     it, then reads the withdrawal and is refused (PostgreSQL: two connections at once)."""
     if connection.vendor != "postgresql":
         pytest.skip("needs PostgreSQL: two transactions at once")
     from django.db import connections
 
-    from portal.studies.signals import consent_withdrawn
-
     recorded, go = threading.Event(), threading.Event()
+    opened = withdrawals.open_withdrawal
 
-    def hold(sender, **kwargs):  # inside the withdrawal's transaction, after the event is written
+    def hold(event):  # inside the withdrawal's transaction, after the event is written
         recorded.set()
         assert go.wait(30)
+        return opened(event)
 
-    consent_withdrawn.connect(hold, dispatch_uid="test.hold")
+    monkeypatch.setattr(withdrawals, "open_withdrawal", hold)
     outcome = {}
 
     def withdrawing():
@@ -308,7 +309,6 @@ def test_a_link_request_racing_the_withdrawal_is_refused(reg, released, research
         second.join(30)
     finally:
         go.set()
-        consent_withdrawn.disconnect(dispatch_uid="test.hold")
     assert "is no longer available" in outcome["link"]
     with scope(study=reg.study):
         assert not IssuedLink.objects.filter(user=researcher).exists()
