@@ -16,6 +16,9 @@ from django_scopes import scope
 
 from exporter.generate import generate_capture
 from portal.core import queue, storage
+from portal.recordings.models import Recording
+from portal.recordings.services.export import export_recording
+from portal.recordings.services.ingest import ingest_path
 from portal.studies.services.consent import accept_consent_document, give_consent, upload_consent_document
 from portal.studies.services.demonstrators import create_demonstrator
 from portal.studies.services.headsets import register_headset
@@ -135,3 +138,19 @@ def worker(settings, tmp_path, unique_code):
         yield process
     finally:
         process.kill()
+
+
+def accepted(reg, make_capture, **kwargs) -> Recording:
+    """A recording ingested from a fresh capture of the registry, queued for export."""
+    with scope(study=reg.study):
+        recording = ingest_path(reg.coordinator, reg.study, make_capture(reg.claims(), **kwargs))
+    assert recording.state == Recording.State.QUEUED, recording.reason
+    return recording
+
+
+def export(reg, recording) -> Recording:
+    """The export task's work on ``recording``, run here."""
+    with scope(study=reg.study):
+        export_recording(recording.pk)
+        recording.refresh_from_db()
+    return recording
