@@ -45,7 +45,7 @@ T_CHECKPOINT = ("tests/portal/audit/test_tamper_detection.py", "tests/portal/aud
 T_CRYPTO = ("tests/portal/recordings/test_audio_crypto.py",)
 T_EXPORT = ("tests/portal/recordings/test_shard_upload.py", "tests/portal/recordings/test_export.py",
             "tests/portal/recordings/test_tasks.py")
-T_VERIFY = ("tests/portal/recordings/test_export.py",)
+T_VERIFY = ("tests/portal/recordings/test_verification.py", "tests/portal/recordings/test_export.py")
 T_INGEST = ("tests/portal/recordings/test_ingest.py", "tests/portal/recordings/test_quarantine_fixes.py",
             "tests/portal/recordings/test_hostile_sources.py")
 T_AUDIO = ("tests/portal/recordings/test_audio_retention.py",)
@@ -219,7 +219,7 @@ MUTANTS: list[Mutant] = [
            "every state change is an audit event", T_HISTORY),
     Mutant("states-transitions-unchecked", STATES, "        if not self.can_move_to(state):",
            "        if False:", "a move the transition table forbids is refused",
-           (*T_HISTORY, "tests/portal/releases/test_approval.py")),
+           (*T_HISTORY, "tests/portal/releases/test_release_requests.py")),
     Mutant("headset-assignment-unchecked", HEADSETS, "    if headset.assigned_on > on_date:", "    if False:",
            "the gate fails a recording made before its headset was the study's",
            ("tests/portal/studies/test_headsets.py", "tests/portal/releases/test_gate.py")),
