@@ -49,7 +49,7 @@ T_VERIFY = ("tests/portal/recordings/test_verification.py", "tests/portal/record
 T_INGEST = ("tests/portal/recordings/test_ingest.py", "tests/portal/recordings/test_quarantine_fixes.py",
             "tests/portal/recordings/test_hostile_sources.py")
 T_AUDIO = ("tests/portal/recordings/test_audio_retention.py",)
-T_HISTORY = ("tests/portal/recordings/test_state_machine.py",)
+T_HISTORY = ("tests/portal/recordings/test_history.py",)
 T_INBOX = ("tests/portal/recordings/test_inbox.py",)
 T_FIXITY = ("tests/portal/fixity/test_fixity.py",)
 T_SLICING = ("tests/portal/fixity/test_slicing.py",)
@@ -167,7 +167,7 @@ MUTANTS: list[Mutant] = [
            "            if False:", "a shard whose rows differ from its allocation fails the export", T_EXPORT),
     Mutant("export-live-lease-ignored", EXPORT,
            "        if recording.state == State.RUNNING and live_lease:", "        if False:",
-           "a live lease of another attempt makes the task wait", ("tests/portal/recordings/test_state_machine.py",
+           "a live lease of another attempt makes the task wait", ("tests/portal/recordings/test_history.py",
                                                                    *T_EXPORT)),
     Mutant("export-until-export-not-purged", EXPORT,
            "    if recording.audio == Recording.Audio.ENCRYPTED and recording.study.audio_policy == "
