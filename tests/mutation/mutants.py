@@ -51,7 +51,7 @@ T_INGEST = ("tests/portal/recordings/test_ingest.py", "tests/portal/recordings/t
 T_AUDIO = ("tests/portal/recordings/test_audio_retention.py",)
 T_HISTORY = ("tests/portal/recordings/test_history.py",)
 T_INBOX = ("tests/portal/recordings/test_inbox.py",)
-T_FIXITY = ("tests/portal/fixity/test_fixity.py",)
+T_FIXITY = ("tests/portal/fixity/test_runs.py",)
 T_SLICING = ("tests/portal/fixity/test_slicing.py",)
 T_ALERTS = ("tests/portal/fixity/test_alerts.py",)
 
