@@ -48,7 +48,7 @@ T_EXPORT = ("tests/portal/recordings/test_shard_upload.py", "tests/portal/record
 T_VERIFY = ("tests/portal/recordings/test_verification.py", "tests/portal/recordings/test_export.py")
 T_INGEST = ("tests/portal/recordings/test_ingest.py", "tests/portal/recordings/test_quarantine_fixes.py",
             "tests/portal/recordings/test_hostile_sources.py")
-T_AUDIO = ("tests/portal/recordings/test_audio_retention.py",)
+T_AUDIO = ("tests/portal/recordings/test_audio.py",)
 T_HISTORY = ("tests/portal/recordings/test_history.py",)
 T_INBOX = ("tests/portal/recordings/test_inbox.py",)
 T_FIXITY = ("tests/portal/fixity/test_runs.py",)
