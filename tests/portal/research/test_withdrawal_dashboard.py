@@ -12,11 +12,9 @@ from django_scopes import scope
 
 from portal.releases.models import ReleaseRequest
 from portal.releases.services import publish
-from tests.portal.research import test_withdrawal as base
-from tests.portal.research.test_withdrawal import run, withdraw
+from tests.portal.research.conftest import run, withdraw
 
 pytestmark = pytest.mark.django_db
-second = base.second  # the fixture of a demonstrator who does not withdraw
 
 TILE = re.compile(r'<span class="label">(?:<a href="[^"]*">)?(?P<label>[^<]*)(?:</a>)?</span>\s*'
                   r'<span class="count">(?P<count>\d+)</span>')

@@ -1,4 +1,5 @@
-"""Raw-audio retention: checked on the stored objects themselves, not on the database."""
+"""Raw-audio retention (services/audio.py): keep encrypted, strip, purge; checked on the stored objects
+themselves, not on the database."""
 
 from __future__ import annotations
 

@@ -1,3 +1,9 @@
+"""Consent (services/consent.py): consent and withdrawal events and their rules, append-only in the service
+and in the database; consent documents stored by content, and who may accept them. Coverage:
+test_consent_coverage.py."""
+
+from __future__ import annotations
+
 import hashlib
 import io
 from datetime import date, timedelta
