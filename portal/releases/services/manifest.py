@@ -1,36 +1,19 @@
-"""The release manifest of a request, built through the exporter's one definition of the format, and the
-portal's signing key (``CERES_SIGNING_KEY``)."""
+"""The release manifest of a request, built through the exporter's one definition of the format, signed with the
+portal's signing key (``portal.core.signing``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-from django.conf import settings
-
 from exporter import release as release_format
 from exporter.release import episode_folder
 from exporter.shard import rfc3339
 from portal.audit.models import AuditEvent
+from portal.audit.services import chain_head
+from portal.core.signing import key_fingerprint, public_key_pem, signing_key  # noqa: F401  (the last two: views.py)
 from portal.releases.models import Approval, ReleaseItem, ReleaseRequest
 
 State = ReleaseRequest.State
-
-
-def signing_key() -> Ed25519PrivateKey:
-    return release_format.private_key_from_seed(settings.CERES_SIGNING_KEY)
-
-
-def public_key() -> Ed25519PublicKey:
-    return signing_key().public_key()
-
-
-def public_key_pem() -> str:
-    return release_format.public_key_pem(public_key())
-
-
-def key_fingerprint() -> str:
-    return release_format.fingerprint(public_key())
 
 
 def section(request: ReleaseRequest, items: list[ReleaseItem] | None = None) -> dict[str, Any]:
@@ -199,12 +182,6 @@ def carried_mismatches(request: ReleaseRequest) -> list[str]:
     if not needed or officers < needed:
         problems.append(f"{officers} ethics officer(s) approval(s) carried; it needs {needed or 'an unknown number'}")
     return problems
-
-
-def chain_head() -> dict[str, Any]:
-    """The newest audit event (sequence number and hash): what the audit log looked like at signing."""
-    head = AuditEvent.objects.order_by("-seq").only("seq", "hash").first()
-    return {"seq": head.seq, "hash": head.hash} if head else {"seq": 0, "hash": "0" * 64}
 
 
 def signed_manifest(request: ReleaseRequest, *, released_at) -> tuple[bytes, bytes]:

@@ -28,12 +28,11 @@ from exporter.errors import AssemblyError
 from exporter.jsonfile import json_bytes
 from exporter.receipt import bytes_digest, file_digest, folder_files
 from exporter.shard import rfc3339
-from portal.audit.services import record
-from portal.core import queue, storage
+from portal.audit.services import chain_head, record
+from portal.core import queue, signing, storage
 from portal.core.errors import LeaseBusy
 from portal.notifications import events
 from portal.releases.models import ReleaseItem
-from portal.releases.services import manifest as signing
 from portal.research.exceptions import AccessRefused, ResearchError
 from portal.research.models import Dataset, DatasetEpisode, DatasetRequester
 from portal.research.services import catalogue
@@ -258,7 +257,7 @@ def _sign(dataset: Dataset, members: list[DatasetEpisode], result, files: list[d
         files=files, dataset_receipt_sha256=result.receipt_sha256)
     now = timezone.now()
     data = manifest_format.dataset_manifest_bytes(dataset=section, signed_at=rfc3339(now),
-                                                  audit_chain_head=signing.chain_head())
+                                                  audit_chain_head=chain_head())
     signature = manifest_format.sign(signing.signing_key(), data)
     with transaction.atomic():
         sha256 = bytes_digest(data)[0]

@@ -33,13 +33,12 @@ from exporter import release as release_format
 from exporter.receipt import bytes_digest
 from exporter.shard import rfc3339
 from portal.audit.services import record
-from portal.core import queue, storage
+from portal.core import queue, signing, storage
 from portal.core.errors import LeaseBusy
 from portal.notifications import events
 from portal.recordings.models import Episode
 from portal.releases.models import ReleaseItem, ReleaseRequest
 from portal.releases.services import gate
-from portal.releases.services import manifest as signing
 from portal.releases.services.supersede import reject_open, supersede
 from portal.research.models import Dataset, DatasetEpisode, IssuedLink, Tombstone, Withdrawal, WithdrawalNotice
 

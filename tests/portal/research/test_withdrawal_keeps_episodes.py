@@ -147,7 +147,7 @@ def test_a_carried_approval_that_names_another_manifest_does_not_verify(reg, wor
     manifest = json.loads((folder / MANIFEST).read_bytes())
     manifest["approvals"][0]["manifest_sha256"] = "c" * 64
     from exporter import release as release_format
-    from portal.releases.services.manifest import signing_key
+    from portal.core.signing import signing_key
 
     data = release_format.manifest_bytes(release=manifest["release"], approvals=manifest["approvals"],
                                          released_at=manifest["released_at"],
