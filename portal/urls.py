@@ -3,13 +3,14 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from portal.access import views as access_views
 from portal.accounts import views as accounts_views
 from portal.core import views as core_views
 from portal.releases import views as releases_views
 from portal.research import views as research_views
 
 urlpatterns = [
-    path("", core_views.dashboard, name="dashboard"),
+    path("", access_views.dashboard, name="dashboard"),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("accounts/", include("portal.accounts.urls")),
@@ -35,4 +36,4 @@ urlpatterns = [
 
 # 404 and 500 use Django's handlers with templates/404.html and 500.html.
 handler400 = core_views.bad_request
-handler403 = core_views.permission_denied
+handler403 = access_views.permission_denied

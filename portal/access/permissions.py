@@ -105,6 +105,26 @@ def roles_by_study(user, **annotations) -> dict[Study, list[str]]:
     return grouped
 
 
+# Columns the navigation's query adds about each study, by name: ``name -> () -> expression`` over the grant rows
+# (each row has a ``study`` column). Apps above access add theirs when they load (fixity: the open alerts).
+_NAVIGATION_COLUMNS: dict[str, Callable] = {}
+
+
+def add_navigation_column(name: str, expression: Callable) -> None:
+    """Have the navigation's query set ``name`` on each of its studies, read as ``expression()`` in the same query."""
+    _NAVIGATION_COLUMNS[name] = expression
+
+
+def navigation(request) -> dict[Study, list[str]]:
+    """The studies and roles of the navigation bar: ``roles_by_study`` of the request's user with every column
+    added by ``add_navigation_column``, read once per request (the header and the alert banner share it)."""
+    nav = getattr(request, "_ceres_navigation", None)
+    if nav is None:
+        nav = roles_by_study(request.user, **{name: expression() for name, expression in _NAVIGATION_COLUMNS.items()})
+        request._ceres_navigation = nav
+    return nav
+
+
 def study_view(*roles: str) -> Callable:
     """Decorate a view taking ``study_code``: login required, one of ``roles`` required, runs in the study scope.
 
