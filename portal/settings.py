@@ -66,6 +66,7 @@ INSTALLED_APPS = [
     "portal.notifications",
     # After axes: its failed-login handler has marked a locked-out request when ours audits it.
     "portal.accounts",
+    "portal.demo",  # demo data and scale seeding: above every app
 ]
 
 MIDDLEWARE = [
