@@ -21,7 +21,6 @@ from rest_framework import exceptions
 from rest_framework.permissions import BasePermission
 
 from portal.access.models import Role, RoleGrant
-from portal.accounts.models import ApiToken
 from portal.studies.models import Study
 
 
@@ -67,8 +66,10 @@ def studies_for(user) -> QuerySet[Study]:
 
 
 def _token_study_id(request) -> int | None:
-    token = getattr(request, "auth", None)
-    return token.study_id if isinstance(token, ApiToken) else None
+    """The study the request's API token is limited to, or None. ``request.auth`` is the ``ApiToken`` of a token
+    request (``accounts.authentication``: access, below accounts, reads its ``study_id`` without its model) and
+    None for a session."""
+    return getattr(getattr(request, "auth", None), "study_id", None)
 
 
 def token_allows(request, study: Study) -> bool:
