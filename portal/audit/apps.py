@@ -10,7 +10,7 @@ class AuditConfig(AppConfig):
     verbose_name = "Audit log"
 
     def ready(self) -> None:
-        from portal.audit import checks, fixity  # noqa: F401  (the audit key's deploy check; checkpoints' fixity)
+        from portal.audit import checks  # noqa: F401  (the audit key's deploy check)
 
         post_migrate.connect(checkpoint_after_migrate, sender=self, dispatch_uid="audit.checkpoint_after_migrate")
 
