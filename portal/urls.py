@@ -20,7 +20,7 @@ urlpatterns = [
     path("studies/<slug:study_code>/", include("portal.studies.urls")),
     path("studies/<slug:study_code>/recordings/", include("portal.recordings.urls")),
     path("studies/<slug:study_code>/releases/", include("portal.releases.urls")),
-    path("studies/<slug:study_code>/audit/", include("portal.audit.urls")),
+    path("studies/<slug:study_code>/audit/", include("portal.studies.audit_urls")),
     path("studies/<slug:study_code>/", include("portal.research.urls")),
     path("studies/<slug:study_code>/", include("portal.fixity.urls")),
     path("research/", research_views.research_home, name="research-home"),
