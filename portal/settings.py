@@ -246,7 +246,7 @@ CELERY_BEAT_SCHEDULE: dict = {
     "recordings-reverify-shards": {"task": "recordings.reverify_shards", "schedule": 24 * 3600.0},
     "audit-write-checkpoint": {"task": "audit.write_checkpoint", "schedule": CERES_AUDIT_CHECKPOINT_MINUTES * 60.0},
     "audit-verify-chain": {"task": "audit.verify_chain", "schedule": 24 * 3600.0},
-    # Researchers told 14 and 3 days before their access ends, and once it has (portal/notifications/events.py).
+    # Researchers told 14 and 3 days before their access ends, and once it has (portal/research/notices.py).
     "notifications-access-reminders": {"task": "notifications.access_reminders", "schedule": 24 * 3600.0},
 }
 # Fixity (docs/fixity.md): every stored shard and released object is re-hashed, and every folder listed for orphans,

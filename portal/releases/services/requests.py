@@ -17,8 +17,8 @@ from portal.access.permissions import has_role
 from portal.audit.services import record
 from portal.core import queue, storage
 from portal.core.states import lock_fresh, save_move
-from portal.notifications import events
 from portal.recordings.models import Episode, Recording
+from portal.releases import notices
 from portal.releases.exceptions import ReleaseError, StorageUnavailable
 from portal.releases.models import EpisodeTag, ReleaseItem, ReleaseRequest
 from portal.releases.services import manifest
@@ -41,7 +41,7 @@ def set_state(actor, request: ReleaseRequest, state: str, *, action: str, after:
     before = snapshot(request)
     save_move(request, state, fields)
     record(actor, action, request, before=before, after={**snapshot(request), **(after or {})})
-    events.release_moved(actor, request)
+    notices.release_moved(actor, request)
 
 
 def releasable_episodes() -> QuerySet[Episode]:

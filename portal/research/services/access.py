@@ -15,7 +15,7 @@ from portal.access.models import Role, RoleGrant
 from portal.access.permissions import has_role
 from portal.access.services import grant_role, revoke_role
 from portal.audit.services import record
-from portal.notifications import events
+from portal.research import notices
 from portal.research.exceptions import AccessRefused, ResearchError
 from portal.research.models import AccessRequest, AgreementAcceptance
 from portal.studies.models import DataUseAgreement, Study
@@ -109,7 +109,7 @@ def request_access(user, study: Study, *, purpose: str, version: int, sha256: st
         raise waiting from None
     record(user, "research.access_requested", access, study=study,
            after={**_snapshot(access), "purpose": purpose})
-    events.access_requested(access)
+    notices.access_requested(access)
     return access
 
 
@@ -156,7 +156,7 @@ def grant_access(actor, access: AccessRequest, *, expires_at: datetime) -> Acces
     locked.save()
     grant_role(actor, locked.researcher, locked.study, Role.RESEARCHER, expires_at=expires_at, access_request=locked)
     record(actor, "research.access_granted", locked, before=before, after=_snapshot(locked))
-    events.access_decided(locked)
+    notices.access_decided(locked)
     access.refresh_from_db()
     return locked
 
@@ -171,7 +171,7 @@ def refuse_access(actor, access: AccessRequest, *, reason: str) -> AccessRequest
     locked.decided_by, locked.decided_at, locked.reason = actor, timezone.now(), reason
     locked.save()
     record(actor, "research.access_refused", locked, before=before, after=_snapshot(locked))
-    events.access_decided(locked)
+    notices.access_decided(locked)
     access.refresh_from_db()
     return locked
 
@@ -202,7 +202,7 @@ def revoke_access(actor, access: AccessRequest, *, reason: str) -> AccessRequest
             grant_role(actor, locked.researcher, locked.study, Role.RESEARCHER, expires_at=still.expires_at,
                        access_request=still)
     record(actor, "research.access_revoked", locked, before=before, after=_snapshot(locked))
-    events.access_decided(locked)
+    notices.access_decided(locked)
     access.refresh_from_db()
     return locked
 

@@ -31,8 +31,8 @@ from exporter.shard import rfc3339
 from portal.audit.services import chain_head, record
 from portal.core import queue, signing, storage
 from portal.core.errors import LeaseBusy
-from portal.notifications import events
 from portal.releases.models import ReleaseItem
+from portal.research import notices
 from portal.research.exceptions import AccessRefused, ResearchError
 from portal.research.models import Dataset, DatasetEpisode, DatasetRequester
 from portal.research.services import catalogue
@@ -124,7 +124,7 @@ def _move(actor, dataset: Dataset, state: str, *, action: str, after: dict | Non
         setattr(dataset, name, value)
     dataset.save()
     record(actor, action, dataset, before=before, after={**_snapshot(dataset), **(after or {})})
-    events.dataset_moved(dataset)
+    notices.dataset_moved(dataset)
 
 
 def claim_dataset(dataset_id: int) -> Dataset | None:

@@ -35,11 +35,11 @@ from exporter.shard import rfc3339
 from portal.audit.services import record
 from portal.core import queue, signing, storage
 from portal.core.errors import LeaseBusy
-from portal.notifications import events
 from portal.recordings.models import Episode
 from portal.releases.models import ReleaseItem, ReleaseRequest
 from portal.releases.services import gate
 from portal.releases.services.supersede import reject_open, supersede
+from portal.research import notices
 from portal.research.models import Dataset, DatasetEpisode, IssuedLink, Tombstone, Withdrawal, WithdrawalNotice
 
 State = Withdrawal.State
@@ -296,7 +296,7 @@ def _notify(withdrawal: Withdrawal) -> None:
                 study=withdrawal.study, withdrawal=withdrawal, user=user, defaults={"files": entry["files"]})
             if notice.sent_at is not None:
                 continue
-            told = events.withdrawal_reached(withdrawal, user, notice.files, subject=_subject(withdrawal),
+            told = notices.withdrawal_reached(withdrawal, user, notice.files, subject=_subject(withdrawal),
                                              body=_body(withdrawal, notice.files))
             notice.sent_at = timezone.now()
             notice.save(update_fields=["sent_at"])
