@@ -3,6 +3,7 @@ portal's signing key (``portal.core.signing``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from exporter import release as release_format
@@ -14,6 +15,16 @@ from portal.core.signing import key_fingerprint, public_key_pem, signing_key  # 
 from portal.releases.models import Approval, ReleaseItem, ReleaseRequest
 
 State = ReleaseRequest.State
+# ``(study_id, withdrawal_id, release_pk) -> episode indexes | None``: the episodes a withdrawal of the study took
+# out of a release, as the withdrawal's own reach records them (None: no such withdrawal, or it did not reach that
+# release). Withdrawals are research's, which builds on releases: it gives its reader here when it loads.
+_episodes_taken: Callable[[int, Any, int], list[int] | None] | None = None
+
+
+def read_withdrawals_with(episodes_taken: Callable[[int, Any, int], list[int] | None]) -> None:
+    """Let ``carried_mismatches`` read a withdrawal's reach through ``episodes_taken`` (research's)."""
+    global _episodes_taken
+    _episodes_taken = episodes_taken
 
 
 def section(request: ReleaseRequest, items: list[ReleaseItem] | None = None) -> dict[str, Any]:
@@ -124,8 +135,6 @@ def carried_mismatches(request: ReleaseRequest) -> list[str]:
     officer, time and the digest they approved, which is that release's); its own approvals must be exactly
     those, each carrying one and recorded in the audit log; and its episodes must be a strict subset of the
     superseded release's, each with the same capture, receipt and files."""
-    from portal.research.models import Withdrawal  # research builds on releases
-
     problems = []
     current = section_digest(request)
     if current != request.manifest_sha256:
@@ -152,10 +161,8 @@ def carried_mismatches(request: ReleaseRequest) -> list[str]:
     removed = sorted(approved.keys() - kept.keys())
     if not removed:
         problems.append(f"it removes no episode from {old.release_id}: not a strict subset of what was approved")
-    withdrawal = Withdrawal.objects.filter(pk=named.get("withdrawal"), study_id=request.study_id).first()
-    reached = [] if withdrawal is None else [r.get("episodes") for r in (withdrawal.reach or {}).get("releases", [])
-                                             if r.get("id") == old.pk]
-    if withdrawal is None or not reached or not set(removed) <= set(reached[0] or []):
+    taken = _episodes_taken(request.study_id, named.get("withdrawal"), old.pk) if _episodes_taken else None
+    if taken is None or not set(removed) <= set(taken):
         problems.append(f"withdrawal {named.get('withdrawal')} of the study did not take "
                         f"{', '.join(map(episode_folder, removed)) or 'any episode'} out of {old.release_id}")
     carried = sorted(named.get("carried_approvals") or [], key=lambda a: (a["approved_at"], a["officer"]))

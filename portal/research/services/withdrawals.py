@@ -195,6 +195,16 @@ def compute_reach(withdrawal: Withdrawal) -> dict:
             "researchers": sorted(files.values(), key=lambda r: r["username"])}
 
 
+def episodes_taken(study_id: int, withdrawal_id, release_pk: int) -> list[int] | None:
+    """The episode indexes the withdrawal ``withdrawal_id`` of the study took out of the release ``release_pk``,
+    as its reach records them; None when the study has no such withdrawal or it did not reach that release. What
+    a release carrying approvals is checked against at signing (``releases.services.manifest``)."""
+    withdrawal = Withdrawal.objects.filter(pk=withdrawal_id, study_id=study_id).first()
+    reached = [] if withdrawal is None else [r.get("episodes") for r in (withdrawal.reach or {}).get("releases", [])
+                                             if r.get("id") == release_pk]
+    return list(reached[0] or []) if reached else None
+
+
 def _summary(reach: dict) -> dict:
     return {"episodes": reach["episodes"], "releases": [r["release_id"] for r in reach["releases"]],
             "datasets": [d["dataset_id"] for d in reach["datasets"]], "open_requests": len(reach["open_requests"]),
