@@ -18,13 +18,13 @@ from django_scopes import scope
 
 from exporter.release import verify_release
 from portal.core import storage
+from portal.core.signing import public_key
 from portal.notifications import services as notifications
 from portal.notifications.models import Email, Notification
 from portal.recordings.models import Recording
 from portal.releases.models import Approval, ReleaseRequest
 from portal.releases.services import gate, publish, requests
 from portal.releases.services.approval import approve
-from portal.releases.services.manifest import public_key
 from portal.research.exceptions import AccessRefused
 from portal.research.models import Dataset, IssuedLink, Tombstone, Withdrawal, WithdrawalNotice
 from portal.research.services import catalogue, datasets, links, withdrawals

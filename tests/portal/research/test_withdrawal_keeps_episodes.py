@@ -19,9 +19,9 @@ from exporter.release import MANIFEST, ReleaseProblem, verify_release
 from exporter.shard import rfc3339
 from portal.audit.models import AuditEvent
 from portal.core import storage
+from portal.core.signing import public_key
 from portal.releases.models import Approval, ReleaseItem, ReleaseRequest
 from portal.releases.services import publish
-from portal.releases.services.manifest import public_key
 from portal.research.exceptions import AccessRefused
 from portal.research.models import Dataset
 from portal.research.services import datasets, links
