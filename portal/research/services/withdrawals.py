@@ -30,8 +30,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from exporter import release as release_format
+from exporter.layout import episode_folder
 from exporter.receipt import bytes_digest
-from exporter.shard import rfc3339
+from exporter.timestamps import rfc3339
 from portal.audit.services import record
 from portal.core import queue, signing, storage
 from portal.core.errors import LeaseBusy
@@ -43,10 +44,10 @@ from portal.research import notices
 from portal.research.models import Dataset, DatasetEpisode, IssuedLink, Tombstone, Withdrawal, WithdrawalNotice
 
 State = Withdrawal.State
-RELEASE = ReleaseRequest.State
+ReleaseState = ReleaseRequest.State
 # A release whose folder may still hold the episodes' objects: published, or superseded by an earlier withdrawal
 # (its other episodes' objects stay).
-HOLDING = (RELEASE.RELEASED, RELEASE.SUPERSEDED)
+HOLDING = (ReleaseState.RELEASED, ReleaseState.SUPERSEDED)
 REASON = Tombstone.REASON
 
 
@@ -109,8 +110,8 @@ def apply_withdrawal(withdrawal_id: int) -> Withdrawal | None:
     for done, release in enumerate(releases, start=1):
         _progress(withdrawal, "releases", done - 1, len(releases))
         _withdraw_from_release(withdrawal, release, withdrawn)
-    for request in ReleaseRequest.objects.filter(pk__in=reach["open_requests"]):
-        reject_open(request, reason=_open_reason(request, withdrawn))
+    for open_release in ReleaseRequest.objects.filter(pk__in=reach["open_requests"]):
+        reject_open(open_release, reason=_open_reason(open_release, withdrawn))
     datasets = list(Dataset.objects.filter(pk__in=[d["id"] for d in reach["datasets"]]).select_related("study"))
     for done, dataset in enumerate(datasets, start=1):
         _progress(withdrawal, "datasets", done - 1, len(datasets))
@@ -211,8 +212,8 @@ def _summary(reach: dict) -> dict:
             "researchers": len(reach["researchers"])}
 
 
-def _open_reason(request: ReleaseRequest, withdrawn: set[int]) -> str:
-    folders = ", ".join(item.folder for item in request.items.filter(episode_index__in=withdrawn))
+def _open_reason(release: ReleaseRequest, withdrawn: set[int]) -> str:
+    folders = ", ".join(item.folder for item in release.items.filter(episode_index__in=withdrawn))
     return f"consent withdrawn for {folders}; ask again without it"
 
 
@@ -224,11 +225,11 @@ def _withdraw_from_release(withdrawal: Withdrawal, release: ReleaseRequest, with
     releases = storage.releases()
     held = sorted(withdrawn & set(release.items.values_list("episode_index", flat=True)))
     for index in held:
-        storage.delete_prefix(releases, f"{release.prefix}{release_format.episode_folder(index)}/")
+        storage.delete_prefix(releases, f"{release.prefix}{episode_folder(index)}/")
     if Tombstone.objects.filter(withdrawal=withdrawal, release=release).exists():
         return
     successor = ReleaseRequest.objects.filter(supersedes=release).first()
-    if release.state == RELEASE.RELEASED:
+    if release.state == ReleaseState.RELEASED:
         successor = supersede(release, set(held), reason=f"{REASON}: {', '.join(map(str, held))} removed",
                               withdrawal=withdrawal.pk)
     _tombstone(withdrawal, held, release=release, successor=successor)
