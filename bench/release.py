@@ -116,7 +116,7 @@ def _approved_requests(registry, episodes, count: int):
     from django.contrib.auth import get_user_model
     from django_scopes import scope
 
-    from portal.releases.services import gate, requests
+    from portal.releases.services import gate, release_requests
     from portal.releases.services.approval import approve
 
     User = get_user_model()
@@ -124,10 +124,10 @@ def _approved_requests(registry, episodes, count: int):
     made = []
     with scope(study=registry.study):
         for n in range(count):
-            request = requests.create_request(registry.coordinator, registry.study, episodes=episodes,
+            request = release_requests.create_request(registry.coordinator, registry.study, episodes=episodes,
                                               purpose=f"bench run {n}")
             gate.inspect_request(request)
-            requests.submit(registry.coordinator, request)
+            release_requests.submit(registry.coordinator, request)
             request.refresh_from_db()
             for officer in officers:
                 approve(officer, request, manifest_sha256=request.manifest_sha256)

@@ -3,7 +3,6 @@
 from rest_framework.routers import DefaultRouter
 
 from portal.accounts import api as accounts_api
-from portal.audit import api as audit_api
 from portal.fixity import api as fixity_api
 from portal.recordings import api as recordings_api
 from portal.releases import api as releases_api
@@ -13,6 +12,7 @@ from portal.research.api import datasets as research_datasets
 from portal.research.api import links as research_links
 from portal.research.api import withdrawals as research_withdrawals
 from portal.studies import api as studies_api
+from portal.studies import audit_api
 
 router = DefaultRouter()
 STUDY = r"studies/(?P<study_code>[-a-zA-Z0-9_]+)"

@@ -66,6 +66,7 @@ INSTALLED_APPS = [
     "portal.notifications",
     # After axes: its failed-login handler has marked a locked-out request when ours audits it.
     "portal.accounts",
+    "portal.demo",  # demo data and scale seeding: above every app
 ]
 
 MIDDLEWARE = [
@@ -101,7 +102,8 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "portal.core.context_processors.navigation",
+                "portal.accounts.context_processors.header",
+                "portal.fixity.context_processors.alert_banner",
                 "portal.notifications.context_processors.unread",
             ],
         },
@@ -244,7 +246,7 @@ CELERY_BEAT_SCHEDULE: dict = {
     "recordings-reverify-shards": {"task": "recordings.reverify_shards", "schedule": 24 * 3600.0},
     "audit-write-checkpoint": {"task": "audit.write_checkpoint", "schedule": CERES_AUDIT_CHECKPOINT_MINUTES * 60.0},
     "audit-verify-chain": {"task": "audit.verify_chain", "schedule": 24 * 3600.0},
-    # Researchers told 14 and 3 days before their access ends, and once it has (portal/notifications/events.py).
+    # Researchers told 14 and 3 days before their access ends, and once it has (portal/research/notices.py).
     "notifications-access-reminders": {"task": "notifications.access_reminders", "schedule": 24 * 3600.0},
 }
 # Fixity (docs/fixity.md): every stored shard and released object is re-hashed, and every folder listed for orphans,

@@ -3,6 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from portal.access import views as access_views
 from portal.accounts import views as accounts_views
 from portal.core import views as core_views
 from portal.releases import views as releases_views
@@ -10,7 +11,7 @@ from portal.research.views import access as research_access
 from portal.research.views import links as research_links
 
 urlpatterns = [
-    path("", core_views.dashboard, name="dashboard"),
+    path("", access_views.dashboard, name="dashboard"),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("accounts/", include("portal.accounts.urls")),
@@ -20,7 +21,7 @@ urlpatterns = [
     path("studies/<slug:study_code>/", include("portal.studies.urls")),
     path("studies/<slug:study_code>/recordings/", include("portal.recordings.urls")),
     path("studies/<slug:study_code>/releases/", include("portal.releases.urls")),
-    path("studies/<slug:study_code>/audit/", include("portal.audit.urls")),
+    path("studies/<slug:study_code>/audit/", include("portal.studies.audit_urls")),
     path("studies/<slug:study_code>/", include("portal.research.urls")),
     path("studies/<slug:study_code>/", include("portal.fixity.urls")),
     path("research/", research_access.research_home, name="research-home"),
@@ -36,4 +37,4 @@ urlpatterns = [
 
 # 404 and 500 use Django's handlers with templates/404.html and 500.html.
 handler400 = core_views.bad_request
-handler403 = core_views.permission_denied
+handler403 = access_views.permission_denied

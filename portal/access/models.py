@@ -10,12 +10,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-
-class Role(models.TextChoices):
-    COORDINATOR = "coordinator", "Study coordinator"
-    ETHICS_OFFICER = "ethics_officer", "Ethics officer"
-    RESEARCHER = "researcher", "Researcher"
-
+from portal.core.roles import Role
 
 RESEARCHER_NEEDS_AN_END = "a researcher grant needs an end: set its expiry (researcher access is given until a date)"
 

@@ -21,7 +21,6 @@ from rest_framework import exceptions
 from rest_framework.permissions import BasePermission
 
 from portal.access.models import Role, RoleGrant
-from portal.accounts.models import ApiToken
 from portal.studies.models import Study
 
 
@@ -67,8 +66,10 @@ def studies_for(user) -> QuerySet[Study]:
 
 
 def _token_study_id(request) -> int | None:
-    token = getattr(request, "auth", None)
-    return token.study_id if isinstance(token, ApiToken) else None
+    """The study the request's API token is limited to, or None. ``request.auth`` is the ``ApiToken`` of a token
+    request (``accounts.authentication``: access, below accounts, reads its ``study_id`` without its model) and
+    None for a session."""
+    return getattr(getattr(request, "auth", None), "study_id", None)
 
 
 def token_allows(request, study: Study) -> bool:
@@ -103,6 +104,26 @@ def roles_by_study(user, **annotations) -> dict[Study, list[str]]:
             setattr(grant.study, name, getattr(grant, name))
         grouped.setdefault(grant.study, []).append(grant.role)
     return grouped
+
+
+# Columns the navigation's query adds about each study, by name: ``name -> () -> expression`` over the grant rows
+# (each row has a ``study`` column). Apps above access add theirs when they load (fixity: the open alerts).
+_NAVIGATION_COLUMNS: dict[str, Callable] = {}
+
+
+def add_navigation_column(name: str, expression: Callable) -> None:
+    """Have the navigation's query set ``name`` on each of its studies, read as ``expression()`` in the same query."""
+    _NAVIGATION_COLUMNS[name] = expression
+
+
+def navigation(request) -> dict[Study, list[str]]:
+    """The studies and roles of the navigation bar: ``roles_by_study`` of the request's user with every column
+    added by ``add_navigation_column``, read once per request (the header and the alert banner share it)."""
+    nav = getattr(request, "_ceres_navigation", None)
+    if nav is None:
+        nav = roles_by_study(request.user, **{name: expression() for name, expression in _NAVIGATION_COLUMNS.items()})
+        request._ceres_navigation = nav
+    return nav
 
 
 def study_view(*roles: str) -> Callable:

@@ -10,7 +10,7 @@ from portal.accounts.models import ApiToken
 
 
 class ApiTokenAuthentication(TokenAuthentication):
-    """``request.auth`` is the ``ApiToken``: the permission helper reads its study restriction."""
+    """``request.auth`` is the ``ApiToken``: the permission helper reads its study restriction (``study_id``)."""
 
     model = ApiToken
 

@@ -10,7 +10,7 @@ class AuditConfig(AppConfig):
     verbose_name = "Audit log"
 
     def ready(self) -> None:
-        from portal.audit import checks, fixity  # noqa: F401  (the audit key's deploy check; checkpoints' fixity)
+        from portal.audit import checks  # noqa: F401  (the audit key's deploy check)
         from portal.audit.services import record
         from portal.core.states import audit_with
 

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import uuid
+from typing import Any
 
 from django import forms
 from django.core.exceptions import ValidationError
 
+from portal.audit import histories
 from portal.audit.study_log import TARGET_TYPES, LogFilter
 from portal.core.forms import date_input
-from portal.recordings.models import Recording
-from portal.studies.models import Demonstrator
-from portal.studies.services.demonstrators import normalise_designator
 
 
 class AuditFilter(forms.Form):
@@ -39,27 +37,13 @@ class AuditFilter(forms.Form):
             raise ValidationError("An object id needs its type.")
         return target_id
 
-    def clean_recording(self) -> Recording | None:
-        value = self.cleaned_data["recording"].strip()
-        if not value:
-            return None
-        try:
-            uid = uuid.UUID(value)
-        except ValueError:
-            raise ValidationError("Not a recording's uid.") from None
-        recording = Recording.objects.filter(uid=uid).only("pk", "uid", "capture_id", "original_name").first()
-        if recording is None:
-            raise ValidationError("No recording of this study has this uid.")
-        return recording
+    def clean_recording(self) -> Any:
+        """The study's recording of this uid (``histories``: its app finds it), or None."""
+        return histories.named("recording").find(self.cleaned_data["recording"])
 
-    def clean_demonstrator(self) -> Demonstrator | None:
-        designator = normalise_designator(self.cleaned_data["demonstrator"])
-        if not designator:
-            return None
-        demonstrator = Demonstrator.objects.filter(designator=designator).only("pk", "designator").first()
-        if demonstrator is None:
-            raise ValidationError("No demonstrator of this study has this designator.")
-        return demonstrator
+    def clean_demonstrator(self) -> Any:
+        """The study's demonstrator of this designator, or None."""
+        return histories.named("demonstrator").find(self.cleaned_data["demonstrator"])
 
     def log(self) -> LogFilter | None:
         """The filter, or None when the form is not valid (its errors say why)."""

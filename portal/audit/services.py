@@ -30,7 +30,7 @@ from portal.audit.models import (
     AuditEvent,
     ChainVerification,
 )
-from portal.core import queue
+from portal.core import queue, signing
 
 log = logging.getLogger(__name__)
 GENESIS_HASH = "0" * 64
@@ -318,16 +318,10 @@ class ChainWalk:
         return None
 
 
-def _signing_key():
-    # The release signing key (CERES_SIGNING_KEY); imported here because the releases app records audit events.
-    from portal.releases.services.manifest import signing_key
-
-    return signing_key()
-
-
-def public_key():
-    """The key that checks checkpoints: the public half of the signing key."""
-    return _signing_key().public_key()
+def chain_head() -> dict[str, Any]:
+    """The newest audit event (sequence number and hash): what the audit log looked like at signing."""
+    head = AuditEvent.objects.order_by("-seq").only("seq", "hash").first()
+    return {"seq": head.seq, "hash": head.hash} if head else {"seq": 0, "hash": "0" * 64}
 
 
 def missing(count: int) -> str:
@@ -374,7 +368,7 @@ EARLIER_CHECKPOINTS = 64
 def _rewritten_after(latest: Checkpoint) -> tuple[int, str]:
     """Where a history that no longer has the newest checkpoint's hash at its seq starts: after the newest earlier
     checkpoint whose event still has the hash it signed (the first seq that may be affected, and the words)."""
-    key = public_key()
+    key = signing.public_key()
     for name in checkpoints.names(limit=EARLIER_CHECKPOINTS + 1)[1:]:
         try:
             earlier = checkpoints.read(name, key)
@@ -391,7 +385,7 @@ def check_chain() -> ChainReport:
     checkpoint in the releases storage, its signature checked with the public key: events deleted from the end,
     an emptied table and a re-hashed history are named with the first seq they affect."""
     try:
-        checkpoint, distrusted = checkpoints.latest(public_key()), ""
+        checkpoint, distrusted = checkpoints.latest(signing.public_key()), ""
     except CheckpointProblem as exc:
         checkpoint, distrusted = None, str(exc)
     walk = ChainWalk(keyed_from=checkpoint.keyed_from if checkpoint else None)
@@ -474,7 +468,7 @@ def write_checkpoint(*, restart: str = "", actor=None, now=None) -> AuditCheckpo
     or the signing key changed), verifies the whole chain instead; a restart is an audit event naming the
     checkpoint it leaves behind.
     """
-    key = _signing_key()
+    key = signing.signing_key()
     previous = None
     if restart:
         try:

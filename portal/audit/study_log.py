@@ -2,14 +2,8 @@
 filtered by object, actor, action and time, an object's history, and the chain's status.
 
 Every filter is a condition on indexed columns ending in ``seq``, so a page newest first is a range of one index
-(``AuditEvent.Meta.indexes``). Histories are the events of a few objects, found first in the small tables:
-
-- a recording, from upload to release: the events of the recording, of its episode, and of every release request
-  holding that episode, less the request's events about its other episodes (inspections and download links
-  naming another episode's folder). One-dataset downloads and what researchers did with the release afterwards
-  are not part of it;
-- a demonstrator, from consent to withdrawal: the demonstrator's own events and those of each of its consent
-  events (given, withdrawn).
+(``AuditEvent.Meta.indexes``). Histories (a recording's, a demonstrator's: ``histories``, registered by the apps
+owning their objects) are the events of a few objects, found first in the small tables.
 """
 
 from __future__ import annotations
@@ -20,22 +14,19 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
+from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db.models import Q, QuerySet, Subquery
+from django.db.models import QuerySet, Subquery
 from django.utils import timezone
 
+from portal.audit import histories
 from portal.audit.models import AuditCheckpoint, AuditEvent, ChainVerification
 from portal.audit.services import record
-from portal.recordings.models import Episode, Recording
-from portal.releases.models import ReleaseItem
-from portal.studies.models import ConsentEvent, Demonstrator, Study
 
-RECORDING, EPISODE = "recordings.recording", "recordings.episode"
-RELEASE_REQUEST = "releases.releaserequest"
-DEMONSTRATOR, CONSENT_EVENT = "studies.demonstrator", "studies.consentevent"
 # The kinds of object events name, offered as suggestions in the filter (any other value filters too).
-TARGET_TYPES = (RECORDING, EPISODE, RELEASE_REQUEST, DEMONSTRATOR, CONSENT_EVENT, "studies.headset",
+TARGET_TYPES = ("recordings.recording", "recordings.episode", "releases.releaserequest", "studies.demonstrator",
+                "studies.consentevent", "studies.headset",
                 "studies.consentdocument", "studies.study", "studies.datauseagreement", "access.rolegrant",
                 "research.accessrequest", "research.agreementacceptance", "research.dataset", "accounts.apitoken",
                 "auth.user")
@@ -55,48 +46,30 @@ class LogFilter:
     action: str = ""
     since: date | None = None
     until: date | None = None
-    recording: Recording | None = None
-    demonstrator: Demonstrator | None = None
+    recording: Any = None  # a Recording: its history (``histories.named("recording")``)
+    demonstrator: Any = None  # a Demonstrator: its history
+
+    def followed(self) -> list[tuple[histories.History, Any]]:
+        """The histories the filter narrows to, each with its object."""
+        return [(histories.named(name), getattr(self, name)) for name in HISTORIES if getattr(self, name) is not None]
 
     def as_dict(self) -> dict:
         """The filter as written into an export's audit event."""
         values = {"target_type": self.target_type, "target_id": self.target_id, "actor": self.actor,
                   "action": self.action, "since": self.since.isoformat() if self.since else "",
                   "until": self.until.isoformat() if self.until else "",
-                  "recording": str(self.recording.uid) if self.recording else "",
-                  "demonstrator": self.demonstrator.designator if self.demonstrator else ""}
+                  **{history.name: history.value(obj) for history, obj in self.followed()}}
         return {key: value for key, value in values.items() if value}
+
+
+HISTORIES = ("recording", "demonstrator")  # the LogFilter's fields naming a history, in the order they are written
 
 
 def _day_start(day: date) -> datetime:
     return timezone.make_aware(datetime.combine(day, time.min))
 
 
-def recording_history(recording: Recording) -> Q:
-    """The events of a recording from upload to release (the module's docstring says which)."""
-    history = Q(target_type=RECORDING, target_id=str(recording.pk))
-    episode = Episode.objects.filter(recording=recording).only("pk", "episode_index").first()
-    if episode is None:
-        return history
-    history |= Q(target_type=EPISODE, target_id=str(episode.pk))
-    requests = [str(pk) for pk in ReleaseItem.objects.filter(episode=episode).values_list("request_id", flat=True)]
-    if requests:
-        folder = episode.folder
-        about_another = ((Q(action="release.episode_inspected") & ~Q(after__episode=folder))
-                         | (Q(action="research.link_issued") & Q(after__path__startswith="episode-")
-                            & ~Q(after__path__startswith=f"{folder}/")))
-        history |= Q(target_type=RELEASE_REQUEST, target_id__in=requests) & ~about_another
-    return history
-
-
-def demonstrator_history(demonstrator: Demonstrator) -> Q:
-    """The events of a demonstrator from consent to withdrawal: its own, and its consent events'."""
-    consent = [str(pk) for pk in ConsentEvent.objects.filter(demonstrator=demonstrator).values_list("pk", flat=True)]
-    return (Q(target_type=DEMONSTRATOR, target_id=str(demonstrator.pk))
-            | Q(target_type=CONSENT_EVENT, target_id__in=consent))
-
-
-def events(study: Study, log: LogFilter = LogFilter()) -> QuerySet[AuditEvent]:
+def events(study, log: LogFilter = LogFilter()) -> QuerySet[AuditEvent]:
     """The study's events narrowed by ``log``, every column; lists take ``.only(*LISTED)``. Call it inside the
     study's scope when it names a recording or demonstrator (their related rows are study data)."""
     # Bounded by the study's newest event (one look-up in (study_id, seq)): PostgreSQL reads a study's first page
@@ -120,31 +93,20 @@ def events(study: Study, log: LogFilter = LogFilter()) -> QuerySet[AuditEvent]:
         found = found.filter(created_at__gte=_day_start(log.since))
     if log.until:
         found = found.filter(created_at__lt=_day_start(log.until + timedelta(days=1)))
-    if log.recording is not None:
-        found = found.filter(recording_history(log.recording))
-    if log.demonstrator is not None:
-        found = found.filter(demonstrator_history(log.demonstrator))
+    for history, obj in log.followed():
+        found = found.filter(history.events(obj))
     return found
 
 
-def whose_history(study: Study, target_type: str, target_id: str) -> tuple[str, str, str] | None:
+def whose_history(study, target_type: str, target_id: str) -> tuple[str, str, str] | None:
     """For the object an event names, the wider history it belongs to: ("recording", uid, label) for a recording
     or its episode, ("demonstrator", designator, designator) for a demonstrator or one of its consent events;
     None for any other object or one no longer there."""
-    if not target_id.isdigit():
+    history = histories.belonging(target_type)
+    if history is None or not target_id.isdigit():
         return None
-    pk = int(target_id)
-    if target_type in (RECORDING, EPISODE):
-        recordings = Recording.objects.filter(pk=pk) if target_type == RECORDING else \
-            Recording.objects.filter(episode__pk=pk)
-        recording = recordings.only("uid", "capture_id", "original_name").first()
-        return ("recording", str(recording.uid), str(recording)) if recording else None
-    if target_type in (DEMONSTRATOR, CONSENT_EVENT):
-        demonstrators = Demonstrator.objects.filter(pk=pk) if target_type == DEMONSTRATOR else \
-            Demonstrator.objects.filter(consent_events__pk=pk)
-        demonstrator = demonstrators.only("pk", "designator").first()
-        return ("demonstrator", demonstrator.designator, demonstrator.designator) if demonstrator else None
-    return None
+    owner = history.owner(target_type, int(target_id))
+    return (history.name, *owner) if owner else None
 
 
 # --- the CSV export -----------------------------------------------------------------------------------------
@@ -191,7 +153,7 @@ def csv_lines(found: QuerySet[AuditEvent], *, upto: int) -> Iterator[str]:
         below = chunk[-1].seq
 
 
-def export_csv(user, study: Study, log: LogFilter) -> Iterator[str]:
+def export_csv(user, study, log: LogFilter) -> Iterator[str]:
     """The study's events narrowed by ``log`` as CSV lines, up to the newest event at this moment; the export
     itself is an audit event (who, which filters, up to which seq), just after what it exports."""
     upto = head_seq()

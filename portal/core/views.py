@@ -1,48 +1,13 @@
-from django.contrib.auth.decorators import login_required
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.templatetags.static import static
-from django_scopes import scope
-
-from portal.access.models import Role
-from portal.access.permissions import RoleRequired, roles_by_study
-from portal.core import dashboard as panels
-
-
-@login_required
-def dashboard(request: HttpRequest) -> HttpResponse:
-    """One panel per (study, role) the user holds; honest empty states when there is nothing yet.
-
-    Site administrators (staff) also see every study of the portal, read-only, with links to the admin.
-    """
-    studies = []
-    for study, roles in roles_by_study(request.user).items():
-        with scope(study=study):
-            studies.append({
-                "study": study,
-                "roles": roles,
-                "panels": [panels.build(role, study, request.user) for role in roles],
-            })
-    return render(request, "core/dashboard.html", {
-        "studies": studies,
-        "site_studies": panels.site_studies(request.user) if request.user.is_staff else None,
-    })
 
 
 def healthz(request: HttpRequest) -> JsonResponse:
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1")
     return JsonResponse({"status": "ok"})
-
-
-def permission_denied(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
-    """403 in the portal's layout. For a study page it names the role needed and the roles the user holds."""
-    context = {}
-    if isinstance(exception, RoleRequired):
-        context = {"study": exception.study, "needed": exception.role_labels,
-                   "held": [label for value, label in Role.choices if value in exception.held]}
-    return render(request, "403.html", context, status=403)
 
 
 def bad_request(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:

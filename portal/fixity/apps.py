@@ -7,4 +7,8 @@ class FixityConfig(AppConfig):
     verbose_name = "Fixity and alerts"
 
     def ready(self):
-        from portal.fixity import dashboard  # noqa: F401  (the alerts item of the ethics officers' panel)
+        from portal.access.permissions import add_navigation_column
+        from portal.fixity import audit_checkpoints, dashboard  # noqa: F401  (the audit checkpoints' units; the alerts item of the ethics officers' panel)
+        from portal.fixity.services.alerts import open_alerts_per_study
+
+        add_navigation_column("open_alerts", open_alerts_per_study)  # the alert banner's counts

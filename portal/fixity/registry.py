@@ -4,7 +4,7 @@
   captures storage (root ``""``), ``releases/<study>/`` and ``datasets/<study>/`` in the releases storage. The
   check lists everything under the roots (but a folder declared another part's, the captures bucket's
   ``inbox/``) and the units' folders, nothing else. The audit log's checkpoints are units of no study
-  (``portal/audit/fixity.py``).
+  (``portal/fixity/audit_checkpoints.py``).
 - A **unit** is a folder that one record owns, and says what must be under it: exactly the ``expected`` objects
   (each with its SHA-256, and its length when the record has it); anything (``claimed``: a job still writing it,
   an export, a release or a dataset build, whose objects are listed but not checked); or nothing (``absent``:

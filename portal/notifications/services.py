@@ -172,3 +172,9 @@ def holders(study, *roles: str) -> list:
     grants = RoleGrant.objects.filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now), study=study,
                                       role__in=roles)
     return list(get_user_model().objects.filter(pk__in=grants.values("user"), is_active=True).order_by("username"))
+
+
+def others(users, actor) -> list:
+    """``users`` but the one who acted (nobody is told of what they did themselves)."""
+    actor_pk = getattr(actor, "pk", None)
+    return [user for user in users if user.pk != actor_pk]

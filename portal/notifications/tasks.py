@@ -1,11 +1,11 @@
 """Thin Celery tasks over the notification services: an email (retried with backoff, the last failure recorded
-on the message) and beat's daily reminders of access that ends."""
+on the message). Beat's daily reminders of access that ends are research's (``research/tasks.py``)."""
 
 from __future__ import annotations
 
 from celery import shared_task
 
-from portal.notifications import events, services
+from portal.notifications import services
 
 MAX_RETRIES = 8
 BACKOFF_SECONDS, BACKOFF_MAX_SECONDS = 30, 3600
@@ -19,8 +19,3 @@ def deliver(self, notification_id: int) -> None:
     except Exception as exc:
         countdown = min(BACKOFF_MAX_SECONDS, BACKOFF_SECONDS * 2**self.request.retries)
         raise self.retry(exc=exc, countdown=countdown) from exc
-
-
-@shared_task(name="notifications.access_reminders")
-def access_reminders() -> int:
-    return events.access_reminders()

@@ -7,4 +7,4 @@ class ReleasesConfig(AppConfig):
     verbose_name = "Releases"
 
     def ready(self):
-        from portal.releases import checks, dashboard, fixity, receivers  # noqa: F401  (dashboard, key check, released objects, tags)
+        from portal.releases import audit_history, checks, dashboard, fixity, receivers  # noqa: F401  (a recording's audit history, dashboard, key check, released objects, tags)

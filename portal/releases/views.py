@@ -19,7 +19,7 @@ from portal.access.models import Role
 from portal.access.permissions import study_view
 from portal.accounts.network import client_ip
 from portal.accounts.services import note_second_factor_passed, second_factor_passed_at
-from portal.core import integers
+from portal.core import integers, signing
 from portal.core.errors import refusals
 from portal.core.forms import date_input
 from portal.core.pagination import list_page
@@ -184,7 +184,7 @@ def _detail_context(request: HttpRequest, study, release: ReleaseRequest) -> dic
         "second_factor_needed": approval.second_factor_required(study),
         "second_factor_minutes": settings.CERES_APPROVAL_SECOND_FACTOR_MINUTES,
         "in_progress": release.state in (State.APPROVED, State.RELEASING) or checklist.pending,
-        "public_key_fingerprint": manifest.key_fingerprint(),
+        "public_key_fingerprint": signing.key_fingerprint(),
         "superseded_by": ReleaseRequest.objects.filter(supersedes=release).only("number").first(),
         "made_by_withdrawal": made_by_withdrawal(release),
         "carried_approvals": (release.superseding or {}).get("carried_approvals") or [],
@@ -326,5 +326,5 @@ def release_episode_video(request: HttpRequest, study, number: int, episode_inde
 
 def public_key(request: HttpRequest) -> HttpResponse:
     """``/.well-known/ceres-release-key``: the PEM public key that verifies every release manifest (no login)."""
-    return HttpResponse(manifest.public_key_pem(), content_type="text/plain; charset=us-ascii")
+    return HttpResponse(signing.public_key_pem(), content_type="text/plain; charset=us-ascii")
 

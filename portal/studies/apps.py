@@ -7,4 +7,4 @@ class StudiesConfig(AppConfig):
     verbose_name = "Studies"
 
     def ready(self):
-        from portal.studies import dashboard  # noqa: F401  (registers the dashboard items)
+        from portal.studies import audit_history, dashboard  # noqa: F401  (a demonstrator's history in the audit log; the dashboard items)

@@ -13,8 +13,9 @@ from playwright.sync_api import expect
 
 from portal.audit.models import AuditEvent
 from portal.audit.services import run_verification, write_checkpoint
-from portal.audit.study_log import events, recording_history
-from portal.core.seeding import seed_study
+from portal.audit.study_log import events
+from portal.demo.seeding import seed_study
+from portal.releases.audit_history import recording_history
 from portal.releases.models import ReleaseItem
 
 PASSWORD = "audit-view-" * 2

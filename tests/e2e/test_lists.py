@@ -8,7 +8,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from portal.core.seeding import seed_study
+from portal.demo.seeding import seed_study
 
 PASSWORD = "list-pages-" * 2
 

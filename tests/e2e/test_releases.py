@@ -15,11 +15,11 @@ from django_scopes import scope
 from exporter.generate import generate_capture
 from exporter.release import verify_release
 from portal.core import storage
+from portal.core.signing import public_key
 from portal.recordings.demo import demo_registry
 from portal.recordings.models import Episode
 from portal.recordings.services.ingest import ingest_path
 from portal.releases.models import ReleaseRequest
-from portal.releases.services.manifest import public_key
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
 

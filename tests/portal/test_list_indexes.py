@@ -15,7 +15,7 @@ from django_scopes import scope
 
 from portal.audit.models import AuditEvent
 from portal.core.pagination import Keyset
-from portal.core.seeding import seed_study
+from portal.demo.seeding import seed_study
 from portal.recordings.models import Recording
 from portal.releases.models import ReleaseRequest
 from portal.studies.models import Demonstrator

@@ -14,7 +14,7 @@ from django.urls import resolve, reverse
 from django.utils import timezone
 from django_scopes import scope
 
-from portal.core.seeding import seed_study
+from portal.demo.seeding import seed_study
 from portal.fixity.models import Alert, FixityProblem, FixityRun, FixityRunStudy
 from portal.recordings.models import Recording
 from portal.releases.models import Approval, ReleaseRequest

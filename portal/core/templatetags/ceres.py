@@ -3,7 +3,7 @@ from collections.abc import Iterable
 
 from django import template
 
-from portal.access.models import Role
+from portal.core.roles import Role
 
 register = template.Library()
 

@@ -199,8 +199,8 @@ def open_alerts_per_study() -> Coalesce:
 
 def banner(nav: dict, request) -> list[tuple[Study, int]]:
     """The studies whose open alerts the page shows on top: on the dashboard every study the user coordinates or
-    reviews, on a study's page that study; nothing elsewhere. ``nav``: ``roles_by_study`` with
-    ``open_alerts=open_alerts_per_study()``."""
+    reviews, on a study's page that study; nothing elsewhere. ``nav``: the navigation's studies
+    (``access.permissions.navigation``), each with its ``open_alerts``."""
     match = getattr(request, "resolver_match", None)
     current = getattr(request, "study", None)
     on_dashboard = match is not None and match.url_name == "dashboard"

@@ -1,36 +1,30 @@
-"""The release manifest of a request, built through the exporter's one definition of the format, and the
-portal's signing key (``CERES_SIGNING_KEY``)."""
+"""The release manifest of a request, built through the exporter's one definition of the format, signed with the
+portal's signing key (``portal.core.signing``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
-
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-from django.conf import settings
 
 from exporter import release as release_format
 from exporter.layout import episode_folder
 from exporter.timestamps import rfc3339
 from portal.audit.models import AuditEvent
+from portal.audit.services import chain_head
+from portal.core.signing import signing_key
 from portal.releases.models import Approval, ReleaseItem, ReleaseRequest
 
 State = ReleaseRequest.State
+# ``(study_id, withdrawal_id, release_pk) -> episode indexes | None``: the episodes a withdrawal of the study took
+# out of a release, as the withdrawal's own reach records them (None: no such withdrawal, or it did not reach that
+# release). Withdrawals are research's, which builds on releases: it gives its reader here when it loads.
+_episodes_taken: Callable[[int, Any, int], list[int] | None] | None = None
 
 
-def signing_key() -> Ed25519PrivateKey:
-    return release_format.private_key_from_seed(settings.CERES_SIGNING_KEY)
-
-
-def public_key() -> Ed25519PublicKey:
-    return signing_key().public_key()
-
-
-def public_key_pem() -> str:
-    return release_format.public_key_pem(public_key())
-
-
-def key_fingerprint() -> str:
-    return release_format.fingerprint(public_key())
+def read_withdrawals_with(episodes_taken: Callable[[int, Any, int], list[int] | None]) -> None:
+    """Let ``carried_mismatches`` read a withdrawal's reach through ``episodes_taken`` (research's)."""
+    global _episodes_taken
+    _episodes_taken = episodes_taken
 
 
 def section(release: ReleaseRequest, items: list[ReleaseItem] | None = None) -> dict[str, Any]:
@@ -141,8 +135,6 @@ def carried_mismatches(release: ReleaseRequest) -> list[str]:
     officer, time and the digest they approved, which is that release's); its own approvals must be exactly
     those, each carrying one and recorded in the audit log; and its episodes must be a strict subset of the
     superseded release's, each with the same capture, receipt and files."""
-    from portal.research.models import Withdrawal  # research builds on releases
-
     problems = []
     current = section_digest(release)
     if current != release.manifest_sha256:
@@ -169,10 +161,8 @@ def carried_mismatches(release: ReleaseRequest) -> list[str]:
     removed = sorted(approved.keys() - kept.keys())
     if not removed:
         problems.append(f"it removes no episode from {old.release_id}: not a strict subset of what was approved")
-    withdrawal = Withdrawal.objects.filter(pk=named.get("withdrawal"), study_id=release.study_id).first()
-    reached = [] if withdrawal is None else [r.get("episodes") for r in (withdrawal.reach or {}).get("releases", [])
-                                             if r.get("id") == old.pk]
-    if withdrawal is None or not reached or not set(removed) <= set(reached[0] or []):
+    taken = _episodes_taken(release.study_id, named.get("withdrawal"), old.pk) if _episodes_taken else None
+    if taken is None or not set(removed) <= set(taken):
         problems.append(f"withdrawal {named.get('withdrawal')} of the study did not take "
                         f"{', '.join(map(episode_folder, removed)) or 'any episode'} out of {old.release_id}")
     carried = sorted(named.get("carried_approvals") or [], key=lambda a: (a["approved_at"], a["officer"]))
@@ -199,12 +189,6 @@ def carried_mismatches(release: ReleaseRequest) -> list[str]:
     if not needed or officers < needed:
         problems.append(f"{officers} ethics officer(s) approval(s) carried; it needs {needed or 'an unknown number'}")
     return problems
-
-
-def chain_head() -> dict[str, Any]:
-    """The newest audit event (sequence number and hash): what the audit log looked like at signing."""
-    head = AuditEvent.objects.order_by("-seq").only("seq", "hash").first()
-    return {"seq": head.seq, "hash": head.hash} if head else {"seq": 0, "hash": "0" * 64}
 
 
 def signed_manifest(release: ReleaseRequest, *, released_at) -> tuple[bytes, bytes]:

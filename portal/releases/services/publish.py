@@ -26,7 +26,7 @@ from exporter.release import MANIFEST, SIGNATURE
 from portal.access.models import Role
 from portal.access.permissions import has_role
 from portal.audit.services import record
-from portal.core import queue, storage
+from portal.core import queue, signing, storage
 from portal.core.errors import LeaseBusy
 from portal.core.states import lock_fresh
 from portal.core.storage import ObjectMismatch
@@ -215,7 +215,7 @@ def _sign_once(release: ReleaseRequest) -> tuple[bytes, bytes]:
         data, signature = manifest.signed_manifest(release, released_at=now)
         executed.manifest, executed.signature = data, signature
         executed.manifest_sha256 = bytes_digest(data)[0]
-        executed.key_fingerprint = manifest.key_fingerprint()
+        executed.key_fingerprint = signing.key_fingerprint()
         executed.signed_at = now
         executed.save(update_fields=["manifest", "signature", "manifest_sha256", "key_fingerprint", "signed_at"])
         record(None, "release.signed", release, after={"manifest_sha256": executed.manifest_sha256,

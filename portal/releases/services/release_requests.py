@@ -17,8 +17,8 @@ from portal.access.permissions import has_role
 from portal.audit.services import record
 from portal.core import queue, storage
 from portal.core.states import lock_fresh, transition
-from portal.notifications import events
 from portal.recordings.models import Episode, Recording
+from portal.releases import notices
 from portal.releases.exceptions import ReleaseError, StorageUnavailable
 from portal.releases.models import EpisodeTag, ReleaseItem, ReleaseRequest
 from portal.releases.services import manifest
@@ -41,7 +41,7 @@ def set_state(actor, release: ReleaseRequest, state: str, *, action: str, after:
     if not transition(actor, release, state, action=action, snapshot=snapshot, after=after, if_allowed=if_allowed,
                       **fields):
         return False
-    events.release_moved(actor, release)
+    notices.release_moved(actor, release)
     return True
 
 

@@ -17,7 +17,7 @@ from django.utils import timezone
 from exporter.timestamps import rfc3339
 from portal.audit.services import record
 from portal.core import queue
-from portal.notifications import events
+from portal.releases import notices
 from portal.releases.models import Approval, ReleaseItem, ReleaseRequest
 from portal.releases.services import gate, manifest
 from portal.releases.services.release_requests import lock_fresh, set_state
@@ -71,7 +71,7 @@ def supersede(release: ReleaseRequest, withdrawn: set[int], *, reason: str,
             _carry_over(release, successor, carried)
         successor.refresh_from_db(fields=["state"])
         if successor.state == State.AWAITING_APPROVAL:
-            events.release_moved(None, successor)  # its officers are told it waits for their review
+            notices.release_moved(None, successor)  # its officers are told it waits for their review
         return successor
 
 

@@ -16,7 +16,7 @@ from portal.access.permissions import has_role
 from portal.access.services import grant_role, revoke_role
 from portal.audit.services import record
 from portal.core.states import transition
-from portal.notifications import events
+from portal.research import notices
 from portal.research.exceptions import AccessRefused, ResearchError
 from portal.research.models import AccessRequest, AgreementAcceptance
 from portal.studies.models import DataUseAgreement, Study
@@ -122,7 +122,7 @@ def request_access(user, study: Study, *, purpose: str, version: int, sha256: st
         raise waiting from None
     record(user, "research.access_requested", access, study=study,
            after={**_snapshot(access), "purpose": purpose})
-    events.access_requested(access)
+    notices.access_requested(access)
     return access
 
 
@@ -167,7 +167,7 @@ def grant_access(actor, access: AccessRequest, *, expires_at: datetime) -> Acces
                effects=lambda granted: grant_role(actor, granted.researcher, granted.study, Role.RESEARCHER,
                                                   expires_at=expires_at, access_request=granted),
                decided_by=actor, decided_at=now, expires_at=expires_at)
-    events.access_decided(locked)
+    notices.access_decided(locked)
     access.refresh_from_db()
     return locked
 
@@ -179,7 +179,7 @@ def refuse_access(actor, access: AccessRequest, *, reason: str) -> AccessRequest
     reason = _reason(reason, "refuse access")
     transition(actor, locked, State.REFUSED, action="research.access_refused", snapshot=_snapshot,
                decided_by=actor, decided_at=timezone.now(), reason=reason)
-    events.access_decided(locked)
+    notices.access_decided(locked)
     access.refresh_from_db()
     return locked
 
@@ -198,7 +198,7 @@ def revoke_access(actor, access: AccessRequest, *, reason: str) -> AccessRequest
     transition(actor, locked, State.REVOKED, action="research.access_revoked", snapshot=_snapshot,
                effects=lambda revoked: _end_grant(actor, revoked, now), revoked_by=actor, revoked_at=now,
                reason=reason)
-    events.access_decided(locked)
+    notices.access_decided(locked)
     access.refresh_from_db()
     return locked
 

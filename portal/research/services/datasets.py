@@ -28,13 +28,12 @@ from exporter.errors import AssemblyError
 from exporter.jsonfile import json_bytes
 from exporter.receipt import bytes_digest, file_digest, folder_files
 from exporter.timestamps import rfc3339
-from portal.audit.services import record
-from portal.core import queue, storage
+from portal.audit.services import chain_head, record
+from portal.core import queue, signing, storage
 from portal.core.errors import LeaseBusy
 from portal.core.states import transition
-from portal.notifications import events
 from portal.releases.models import ReleaseItem
-from portal.releases.services import manifest as signing
+from portal.research import notices
 from portal.research.exceptions import AccessRefused, ResearchError
 from portal.research.models import Dataset, DatasetEpisode, DatasetRequester
 from portal.research.services import catalogue
@@ -124,7 +123,7 @@ def _move(actor, dataset: Dataset, state: str, *, action: str, after: dict | Non
     """``core.states.transition`` with the dataset's audit snapshot, then its notification."""
     if transition(actor, dataset, state, action=action, snapshot=_snapshot, after=after, if_allowed=if_allowed,
                   **fields):
-        events.dataset_moved(dataset)
+        notices.dataset_moved(dataset)
 
 
 def claim_dataset(dataset_id: int) -> Dataset | None:
@@ -257,7 +256,7 @@ def _sign(dataset: Dataset, members: list[DatasetEpisode], result, files: list[d
         files=files, dataset_receipt_sha256=result.receipt_sha256)
     now = timezone.now()
     data = release_format.dataset_manifest_bytes(dataset=section, signed_at=rfc3339(now),
-                                                  audit_chain_head=signing.chain_head())
+                                                  audit_chain_head=chain_head())
     signature = release_format.sign(signing.signing_key(), data)
     with transaction.atomic():
         sha256 = bytes_digest(data)[0]

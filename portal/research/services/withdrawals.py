@@ -38,16 +38,15 @@ from exporter.layout import episode_folder
 from exporter.receipt import bytes_digest
 from exporter.timestamps import rfc3339
 from portal.audit.services import record
-from portal.core import queue, storage
+from portal.core import queue, signing, storage
 from portal.core.errors import LeaseBusy
 from portal.core.states import transition
-from portal.notifications import events
 from portal.recordings.models import Episode
 from portal.recordings.services import audio
 from portal.releases.models import ReleaseItem, ReleaseRequest
 from portal.releases.services import gate
-from portal.releases.services import manifest as signing
 from portal.releases.services.supersede import reject_open, supersede
+from portal.research import notices
 from portal.research.models import Dataset, DatasetEpisode, IssuedLink, Tombstone, Withdrawal, WithdrawalNotice
 from portal.studies.models import ConsentEvent, Demonstrator
 from portal.studies.services import consent
@@ -228,6 +227,16 @@ def compute_reach(withdrawal: Withdrawal) -> dict:
             "researchers": sorted(files.values(), key=lambda r: r["username"])}
 
 
+def episodes_taken(study_id: int, withdrawal_id, release_pk: int) -> list[int] | None:
+    """The episode indexes the withdrawal ``withdrawal_id`` of the study took out of the release ``release_pk``,
+    as its reach records them; None when the study has no such withdrawal or it did not reach that release. What
+    a release carrying approvals is checked against at signing (``releases.services.manifest``)."""
+    withdrawal = Withdrawal.objects.filter(pk=withdrawal_id, study_id=study_id).first()
+    reached = [] if withdrawal is None else [r.get("episodes") for r in (withdrawal.reach or {}).get("releases", [])
+                                             if r.get("id") == release_pk]
+    return list(reached[0] or []) if reached else None
+
+
 def _summary(reach: dict) -> dict:
     return {"episodes": reach["episodes"], "releases": [r["release_id"] for r in reach["releases"]],
             "datasets": [d["dataset_id"] for d in reach["datasets"]], "open_requests": len(reach["open_requests"]),
@@ -325,7 +334,7 @@ def _notify(withdrawal: Withdrawal) -> None:
                 study=withdrawal.study, withdrawal=withdrawal, user=user, defaults={"files": entry["files"]})
             if notice.sent_at is not None:
                 continue
-            told = events.withdrawal_reached(withdrawal, user, notice.files, subject=_subject(withdrawal),
+            told = notices.withdrawal_reached(withdrawal, user, notice.files, subject=_subject(withdrawal),
                                              body=_body(withdrawal, notice.files))
             notice.sent_at = timezone.now()
             notice.save(update_fields=["sent_at"])

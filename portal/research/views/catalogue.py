@@ -12,10 +12,10 @@ from exporter.release import MANIFEST, SIGNATURE
 from portal.access.models import Role
 from portal.access.permissions import study_view
 from portal.core.pagination import list_page
-from portal.notifications import events
+from portal.core.signing import key_fingerprint
 from portal.releases.models import ReleaseRequest
-from portal.releases.services.manifest import key_fingerprint
 from portal.releases.viewer import Viewer
+from portal.research import notices
 from portal.research.forms import BrowseFilter
 from portal.research.services import access, catalogue, links
 
@@ -60,7 +60,7 @@ def release_page(request: HttpRequest, study, number: int) -> HttpResponse:
             return redirect("research-release", study.code, successor.number)
         return render(request, "research/superseded.html", {
             "study": study, "release_request": superseded, "successor": successor,
-            "told": events.withdrawal_messages(request.user, superseded)})
+            "told": notices.withdrawal_messages(request.user, superseded)})
     release_request = catalogue.released_request(number)
     items = list(catalogue.released_items().filter(request=release_request).select_related(
         "episode__recording__demonstrator"))
@@ -71,7 +71,7 @@ def release_page(request: HttpRequest, study, number: int) -> HttpResponse:
         "public_key_fingerprint": key_fingerprint(), "manifest_names": [MANIFEST, SIGNATURE],
         "link_seconds": settings.CERES_DOWNLOAD_LINK_SECONDS,
         "successor": ReleaseRequest.objects.filter(supersedes=release_request).first() if superseded else None,
-        "told": events.withdrawal_messages(request.user, release_request) if superseded else (),
+        "told": notices.withdrawal_messages(request.user, release_request) if superseded else (),
     })
 
 

@@ -20,12 +20,12 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from portal.audit import checkpoints, services, tasks
+from portal.audit import checkpoints, tasks
 from portal.audit.checkpoints import CheckpointProblem
 from portal.audit.exceptions import CheckpointRefused
 from portal.audit.models import AuditCheckpoint, AuditEvent
 from portal.audit.services import record, write_checkpoint
-from portal.core import storage
+from portal.core import signing, storage
 from tests.portal.audit.tamper import raw
 
 pytestmark = pytest.mark.django_db
@@ -97,7 +97,7 @@ def test_a_changed_checkpoint_is_refused(change):
         document["signature"] = base64.b64encode(other.sign(_signed_bytes(document))).decode()
     _replace(made.name, document)
     with pytest.raises(CheckpointProblem, match="the signature does not match it and the public key"):
-        checkpoints.latest(services.public_key())
+        checkpoints.latest(signing.public_key())
     _write(1)
     with pytest.raises(CheckpointRefused, match="the signature does not match"):
         write_checkpoint()
@@ -109,7 +109,7 @@ def test_something_else_under_the_prefix_is_not_a_checkpoint():
     made = write_checkpoint()
     _replace(made.name, {"schema": "ceres-release-manifest", "version": 1})
     with pytest.raises(CheckpointProblem, match="is not an audit checkpoint"):
-        checkpoints.latest(services.public_key())
+        checkpoints.latest(signing.public_key())
 
 
 def test_the_newest_checkpoint_is_found_in_the_newest_months_folder(monkeypatch):
@@ -125,7 +125,7 @@ def test_the_newest_checkpoint_is_found_in_the_newest_months_folder(monkeypatch)
     releases = storage.releases()
     real = releases.listdir
     monkeypatch.setattr(releases, "listdir", lambda folder: listed.append(folder) or real(folder))
-    newest = checkpoints.latest(services.public_key())
+    newest = checkpoints.latest(signing.public_key())
     assert (newest.seq, newest.name) == (8, made[-1])
     assert listed == [checkpoints.prefix().rstrip("/"), f"{checkpoints.prefix()}2026-11"]
 

@@ -1,6 +1,6 @@
 """Every audit page and API endpoint against every kind of caller, generated from the URL configuration: a
-pattern of a ``portal.audit`` view without an entry in ``EXPECTED`` fails. Only the study's coordinators and ethics
-officers read its audit log."""
+pattern of an audit page's view (``portal.studies.audit_views``, ``audit_api``) without an entry in ``EXPECTED``
+fails. Only the study's coordinators and ethics officers read its audit log."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ EXPECTED: dict[str, list[tuple[str, tuple[str, ...], int]]] = {
     "api-audit-event-detail": [("GET", (C, E), 200)],
 }
 
-PATTERNS = study_url_patterns("portal.audit")
+PATTERNS = study_url_patterns("portal.studies.audit_")
 
 
 def test_every_audit_url_has_an_expectation():

@@ -12,7 +12,7 @@ from django.utils import timezone
 from django_scopes import scope
 
 from portal.core.pagination import InvalidCursor, Keyset, RowCount, count_rows, keyset_page, list_page
-from portal.core.seeding import seed_study
+from portal.demo.seeding import seed_study
 from portal.recordings.models import Episode, Recording
 
 pytestmark = pytest.mark.django_db

@@ -12,12 +12,12 @@ from django.urls import reverse
 from django.utils import timezone
 from django_scopes import scope
 
-from portal.notifications import events
 from portal.notifications.models import Email, Kind, Notification
 from portal.notifications.services import deliver, notify
 from portal.releases.models import ReleaseRequest
 from portal.releases.services import publish, release_requests
 from portal.releases.services.approval import approve
+from portal.research import notices
 from portal.research.services import access
 
 pytestmark = pytest.mark.django_db
@@ -112,13 +112,13 @@ def test_access_ending_is_told_14_and_3_days_before_and_once_ended_each_once(reg
                                   sha256=agreement.sha256)
     ends = timezone.now() + timedelta(days=30)
     access.grant_access(reg.ethics, asked, expires_at=ends)
-    assert events.access_reminders(now=ends - timedelta(days=20)) == 0  # more than 14 days left
+    assert notices.access_reminders(now=ends - timedelta(days=20)) == 0  # more than 14 days left
     for days_left, kind, title in ((13, Kind.ACCESS_EXPIRING, "ends in 14 days or less"),
                                    (2, Kind.ACCESS_EXPIRING, "ends in 3 days or less"),
                                    (-1, Kind.ACCESS_EXPIRED, "expired")):
         now = ends - timedelta(days=days_left)
-        assert events.access_reminders(now=now) == 1, days_left
-        assert events.access_reminders(now=now + timedelta(hours=1)) == 0, days_left  # once
+        assert notices.access_reminders(now=now) == 1, days_left
+        assert notices.access_reminders(now=now + timedelta(hours=1)) == 0, days_left  # once
         assert told(researcher)[-1].kind == kind and told(researcher)[-1].title.endswith(title)
     assert [n.key for n in told(researcher, Kind.ACCESS_EXPIRING)] == [f"access-expiring-14:{asked.pk}",
                                                                        f"access-expiring-3:{asked.pk}"]

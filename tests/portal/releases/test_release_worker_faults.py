@@ -17,10 +17,10 @@ from django_scopes import scope
 from exporter.release import MANIFEST, verify_release
 from portal.audit.models import AuditEvent
 from portal.core import storage
+from portal.core.signing import public_key
 from portal.releases import tasks
 from portal.releases.models import Release, ReleaseRequest
 from portal.releases.services.approval import approve
-from portal.releases.services.manifest import public_key
 from tests.portal.gateway import gateway
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow, pytest.mark.django_db(transaction=True)]

@@ -13,10 +13,10 @@ from django_scopes import scope
 
 from exporter.release import verify_release
 from portal.core import storage
+from portal.core.signing import public_key
 from portal.releases.models import Approval, ReleaseRequest
 from portal.releases.services import gate, publish
 from portal.releases.services.approval import approve
-from portal.releases.services.manifest import public_key
 from portal.research.services import datasets, links
 from portal.studies.services.study import set_carry_over_approvals
 from tests.portal.research import conftest as research

@@ -16,7 +16,7 @@ from exporter.cli import main as exporter_main
 from exporter.release import DATASET_MANIFEST, manifest_files
 from portal.audit.models import AuditEvent
 from portal.core import storage
-from portal.releases.services.manifest import public_key_pem
+from portal.core.signing import public_key_pem
 from portal.research.exceptions import ResearchError
 from portal.research.models import Dataset, DatasetRequester
 from portal.research.services import catalogue, datasets, links

@@ -19,9 +19,9 @@ from exporter.release import MANIFEST, ReleaseProblem, verify_release
 from exporter.timestamps import rfc3339
 from portal.audit.models import AuditEvent
 from portal.core import storage
+from portal.core.signing import public_key
 from portal.releases.models import Approval, ReleaseItem, ReleaseRequest
 from portal.releases.services import publish
-from portal.releases.services.manifest import public_key
 from portal.research.exceptions import AccessRefused
 from portal.research.models import Dataset
 from portal.research.services import datasets, links
@@ -145,7 +145,7 @@ def test_a_carried_approval_that_names_another_manifest_does_not_verify(reg, wor
     manifest = json.loads((folder / MANIFEST).read_bytes())
     manifest["approvals"][0]["manifest_sha256"] = "c" * 64
     from exporter import release as release_format
-    from portal.releases.services.manifest import signing_key
+    from portal.core.signing import signing_key
 
     data = release_format.manifest_bytes(release=manifest["release"], approvals=manifest["approvals"],
                                          released_at=manifest["released_at"],

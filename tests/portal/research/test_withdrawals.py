@@ -16,11 +16,11 @@ from django.db import connection
 from django_scopes import scope
 
 from portal.core import storage
+from portal.core.signing import public_key
 from portal.recordings.models import Recording
 from portal.releases.models import ReleaseRequest
 from portal.releases.services import gate, publish, release_requests
 from portal.releases.services.approval import approve
-from portal.releases.services.manifest import public_key
 from portal.research.exceptions import AccessRefused
 from portal.research.models import Dataset, IssuedLink, Tombstone, Withdrawal, WithdrawalNotice
 from portal.research.services import datasets, links, withdrawals

@@ -5,7 +5,7 @@ import base64
 from django.core.management.base import BaseCommand
 
 from exporter.release import public_key_raw
-from portal.releases.services import manifest
+from portal.core import signing
 
 
 class Command(BaseCommand):
@@ -13,7 +13,7 @@ class Command(BaseCommand):
             "and its fingerprint (SHA-256 of the raw key).")
 
     def handle(self, *args, **options):
-        public = manifest.public_key()
-        self.stdout.write(manifest.public_key_pem().rstrip())
+        public = signing.public_key()
+        self.stdout.write(signing.public_key_pem().rstrip())
         self.stdout.write(f"base64: {base64.b64encode(public_key_raw(public)).decode()}")
-        self.stdout.write(f"fingerprint: {manifest.key_fingerprint()}")
+        self.stdout.write(f"fingerprint: {signing.key_fingerprint()}")

@@ -1,5 +1,6 @@
 """REST API of a study's audit log, under ``/api/studies/<study_code>/audit-events/``: the events newest first with
-the audit view's filters (the same parameters, the same form), and one event in full by its ``seq``."""
+the audit view's filters (the same parameters, the same form), and one event in full by its ``seq``. With the
+study's other pages of the audit log (``audit_views``)."""
 
 from __future__ import annotations
 

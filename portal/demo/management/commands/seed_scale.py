@@ -8,7 +8,7 @@ import time
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
 
-from portal.core.seeding import SeedRefused, seed_study
+from portal.demo.seeding import SeedRefused, seed_study
 
 SEEDED_TABLES = ["audit_auditevent", "recordings_recording", "recordings_episode", "recordings_recordinglog",
                  "recordings_verification", "studies_demonstrator", "studies_headset", "studies_consentevent",

@@ -11,19 +11,16 @@ from __future__ import annotations
 import functools
 import hashlib
 
-from exporter.release import fingerprint
 from portal.audit import checkpoints
 from portal.audit.models import AuditCheckpoint
-from portal.core import storage
+from portal.core import signing, storage
 from portal.fixity import registry
 
 STORAGE = "releases"
 
 
 def _month(prefix: str, month: str) -> list[registry.Expected]:
-    from portal.audit.services import _signing_key
-
-    key = _signing_key()
+    key = signing.signing_key()
     expected = []
     for note in AuditCheckpoint.objects.filter(name__startswith=f"{prefix}{month}/").order_by("pk"):
         data = checkpoints.encode(checkpoints.Checkpoint(seq=note.seq, hash=note.hash, count=note.event_count,
@@ -36,10 +33,8 @@ def _month(prefix: str, month: str) -> list[registry.Expected]:
 def checkpoint_units(studies):
     if studies is not None:
         return
-    from portal.audit.services import public_key
-
     prefix = checkpoints.prefix()
-    current = fingerprint(public_key())
+    current = signing.key_fingerprint()
     months: dict[str, bool] = {}  # month -> every checkpoint noted there is signed with the current key
     for name, key_fingerprint in AuditCheckpoint.objects.order_by().values_list("name", "key_fingerprint").iterator(
             chunk_size=5000):

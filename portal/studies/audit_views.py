@@ -1,5 +1,6 @@
 """The study's audit view: its events newest first with filters, an object's history, one event in full, the
-filtered list as CSV, and the chain's status. For the study's coordinators and ethics officers."""
+filtered list as CSV, and the chain's status. For the study's coordinators and ethics officers. The pages of the
+audit log live with the study (they check the study's roles, which the audit app, below access, cannot)."""
 
 from __future__ import annotations
 
