@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import tempfile
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from datetime import timedelta
 from pathlib import Path
 
 from django.conf import settings
@@ -26,8 +25,7 @@ from exporter.release import MANIFEST, SIGNATURE
 from portal.access.models import Role
 from portal.access.permissions import has_role
 from portal.audit.services import record
-from portal.core import queue, storage
-from portal.core.errors import LeaseBusy
+from portal.core import leases, queue, storage
 from portal.core.states import lock_fresh
 from portal.core.storage import ObjectMismatch
 from portal.fixity.models import Alert
@@ -48,15 +46,11 @@ def claim_release(request_id: int) -> ReleaseRequest | None:
             pk=request_id)
         if request.state not in (State.APPROVED, State.RELEASING):
             return None
-        now = timezone.now()
-        release = Release.objects.select_for_update(no_key=True).filter(request=request).first()
-        if release is not None and release.lease_until is not None and release.lease_until > now:
-            raise LeaseBusy("release", (release.lease_until - now).total_seconds())
+        release = leases.lock(Release, request=request, missing_ok=True)
         if release is None:
             total = sum(len(files) for files in request.items.values_list("files", flat=True)) + 2
             release = Release(study=request.study, request=request, prefix=request.prefix, objects_total=total)
-        release.attempts += 1
-        release.lease_until = now + timedelta(seconds=settings.CERES_RELEASE_LEASE_SECONDS)
+        leases.take(release)
         release.save()
         if request.state == State.APPROVED:
             set_state(None, request, State.RELEASING, action="release.started",
@@ -68,8 +62,7 @@ def claim_release(request_id: int) -> ReleaseRequest | None:
 
 
 def _heartbeat(release: Release, copied: int, found: int) -> None:
-    lease = timezone.now() + timedelta(seconds=settings.CERES_RELEASE_LEASE_SECONDS)
-    Release.objects.filter(pk=release.pk).update(objects_copied=copied, objects_found=found, lease_until=lease)
+    leases.renew(release, objects_copied=copied, objects_found=found)
 
 
 def publish_release(request_id: int) -> ReleaseRequest | None:
@@ -225,15 +218,14 @@ def _sign_once(request: ReleaseRequest) -> tuple[bytes, bytes]:
 
 def note_retry(request: ReleaseRequest, exc: BaseException, countdown: float) -> None:
     """A transient storage error: the lease is given back and the task retries after ``countdown`` seconds."""
-    Release.objects.filter(request=request).update(
-        lease_until=None, last_error=f"storage error, retrying in {countdown:.0f} s: {exc}")
+    leases.give_back(Release.objects.filter(request=request), last_error=leases.retry_note(exc, countdown))
 
 
 def fail_release(request: ReleaseRequest, reason: str) -> None:
     """The release job gave up: the request shows why; a coordinator or ethics officer may retry it."""
     with transaction.atomic():
         lock_fresh(request)
-        Release.objects.filter(request=request).update(lease_until=None, last_error=reason)
+        leases.give_back(Release.objects.filter(request=request), last_error=reason)
         if request.can_move_to(State.FAILED):
             set_state(None, request, State.FAILED, action="release.failed", reason=reason)
 
