@@ -59,7 +59,9 @@ def deadline(model: type[LeasedJob], now: datetime | None = None) -> datetime:
 def lock(model: type[LeasedJob], *related: str, missing_ok: bool = False, **lookup) -> LeasedJob | None:
     """The job's row found by ``lookup``, locked until the transaction ends (``related`` rows read with it, not
     locked); None when there is none and ``missing_ok``."""
-    rows = model.objects.select_for_update(of=("self",), no_key=True).select_related(*related).filter(**lookup)
+    rows = model.objects.select_for_update(of=("self",), no_key=True).filter(**lookup)
+    if related:
+        rows = rows.select_related(*related)
     return rows.first() if missing_ok else rows.get()
 
 
