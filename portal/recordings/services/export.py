@@ -34,8 +34,9 @@ def claim_export(recording_id: int) -> Recording | None:
         recording = leases.lock(Recording, "study", pk=recording_id)
         if recording.state not in (State.QUEUED, State.RUNNING):  # only a running one holds a lease
             return None
+        lease = leases.take(recording)
         set_state(None, recording, State.RUNNING, action="recording.export_started", note_text="export started",
-                  progress=5, progress_note="allocating the episode", **leases.take(recording))
+                  progress=5, progress_note="allocating the episode", **lease)
         return recording
 
 
