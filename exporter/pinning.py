@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from exporter import release as manifest_format
+from exporter import release as release_format
 
 ENV = "CERES_KNOWN_PORTALS"
 _DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -30,7 +30,7 @@ class KeyChanged(Exception):
         self.portal, self.path, self.pinned, self.served = portal, path, pinned, served
         super().__init__(
             f"the release key of {portal} has changed since it was pinned in {path}: pinned fingerprint "
-            f"{manifest_format.fingerprint(pinned)}, now served {manifest_format.fingerprint(served)}. Someone "
+            f"{release_format.fingerprint(pinned)}, now served {release_format.fingerprint(served)}. Someone "
             f"may be posing as the portal. Check the fingerprint with the portal's operators out of band (by "
             f"phone or in person, not through this portal); only if the new one is right, remove the line of "
             f"{portal} from {path} (or pass --public-key with the checked key) and run again")
@@ -81,10 +81,10 @@ def check_or_pin(path: Path, portal: str, key: Ed25519PublicKey) -> bool:
     known = read(path)
     pinned = known.get(portal)
     if pinned is not None:
-        if manifest_format.public_key_raw(pinned) != manifest_format.public_key_raw(key):
+        if release_format.public_key_raw(pinned) != release_format.public_key_raw(key):
             raise KeyChanged(portal, path, pinned, key)
         return True
-    line = f"{portal} {base64.b64encode(manifest_format.public_key_raw(key)).decode('ascii')}\n"
+    line = f"{portal} {base64.b64encode(release_format.public_key_raw(key)).decode('ascii')}\n"
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     before = path.read_text(encoding="utf-8") if path.exists() else ""
     staged = path.with_name(f".{path.name}.{os.getpid()}.part")

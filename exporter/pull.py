@@ -50,7 +50,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from tqdm import tqdm
 
 from exporter import pinning, safefs
-from exporter import release as manifest_format
+from exporter import release as release_format
 
 PARTIAL = ".ceres-pull"
 LINK_BATCH = 100
@@ -69,10 +69,10 @@ MAX_KEY_BYTES = 64 << 10
 STOP_GRACE_SECONDS = 0.5
 _TARGET = re.compile(r"^(?P<study>[-a-zA-Z0-9_]+)/(?P<kind>release|dataset)-?(?P<number>[0-9]+)$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
-_RESERVED = (PARTIAL, manifest_format.MANIFEST, manifest_format.SIGNATURE, manifest_format.DATASET_MANIFEST,
-             manifest_format.DATASET_SIGNATURE, *(f".{name}.part" for name in (
-                 manifest_format.MANIFEST, manifest_format.SIGNATURE, manifest_format.DATASET_MANIFEST,
-                 manifest_format.DATASET_SIGNATURE)))
+_RESERVED = (PARTIAL, release_format.MANIFEST, release_format.SIGNATURE, release_format.DATASET_MANIFEST,
+             release_format.DATASET_SIGNATURE, *(f".{name}.part" for name in (
+                 release_format.MANIFEST, release_format.SIGNATURE, release_format.DATASET_MANIFEST,
+                 release_format.DATASET_SIGNATURE)))
 
 
 class PullError(Exception):
@@ -140,11 +140,11 @@ class Target:
 
     @property
     def manifest(self) -> str:
-        return manifest_format.MANIFEST if self.kind == "release" else manifest_format.DATASET_MANIFEST
+        return release_format.MANIFEST if self.kind == "release" else release_format.DATASET_MANIFEST
 
     @property
     def schema(self) -> str:
-        return manifest_format.SCHEMA if self.kind == "release" else manifest_format.DATASET_SCHEMA
+        return release_format.SCHEMA if self.kind == "release" else release_format.DATASET_SCHEMA
 
 
 def parse_target(value: str, kind: str) -> Target:
@@ -228,7 +228,7 @@ class Portal:
             text = body.decode("ascii").strip()
             if "BEGIN PUBLIC KEY" not in text and not re.fullmatch(r"[A-Za-z0-9+/=]+", text):
                 raise ValueError("neither PEM text nor base64")
-            return manifest_format.load_public_key(text)
+            return release_format.load_public_key(text)
         except ValueError as exc:
             raise Refused(f"{what}: not an Ed25519 public key ({exc})") from None
 
@@ -451,8 +451,8 @@ def _fetch_manifest(portal: Portal, target: Target, folder: safefs.Folder, publi
         raise Mismatch(f"{signature_name}: {len(signature)} bytes, not one {SIGNATURE_BYTES}-byte Ed25519 "
                        f"signature")
     try:
-        manifest = manifest_format.parse_signed_manifest(data, signature, public_key, name=name)
-    except manifest_format.ReleaseProblem as exc:
+        manifest = release_format.parse_signed_manifest(data, signature, public_key, name=name)
+    except release_format.ReleaseProblem as exc:
         raise Mismatch(str(exc)) from None
     if manifest.get("schema") != target.schema:
         raise Mismatch(f"{name}: a {manifest.get('schema')} manifest, not the {target.schema} asked for")
@@ -460,7 +460,7 @@ def _fetch_manifest(portal: Portal, target: Target, folder: safefs.Folder, publi
     if section.get("study") != target.study or section.get(f"{target.kind}_id") != target.name:
         raise Mismatch(f"{name}: it is the manifest of {section.get('study')}/{section.get(f'{target.kind}_id')}, "
                        f"not of {target.study}/{target.name}")
-    entries = manifest_format.manifest_files(manifest)
+    entries = release_format.manifest_files(manifest)
     try:
         safefs.check_paths((entry.get("path") for entry in entries), reserved=_RESERVED)
     except safefs.UnsafePath as exc:
@@ -514,7 +514,7 @@ def _pull_into(portal: Portal, target: Target, dest: Path, public_key: Ed25519Pu
                quiet: bool, run: Run) -> tuple[dict[str, Any], int, int]:
     with safefs.Folder(dest) as folder:
         manifest, data, signature = _fetch_manifest(portal, target, folder, public_key)
-        entries = manifest_format.manifest_files(manifest)
+        entries = release_format.manifest_files(manifest)
         pending = [entry for entry in entries if _compare(folder.digest(entry["path"]), entry) is not None]
         kept = len(entries) - len(pending)
         book = LinkBook(portal, [entry["path"] for entry in pending])
@@ -536,8 +536,8 @@ def _pull_into(portal: Portal, target: Target, dest: Path, public_key: Ed25519Pu
             raise Mismatch("; ".join(sorted(problems)))
         folder.remove_tree(PARTIAL)
         try:  # what verify-release checks of the files: each one listed, nothing else, the receipts named
-            manifest_format.check_files(dest, manifest)
-        except manifest_format.ReleaseProblem as exc:
+            release_format.check_files(dest, manifest)
+        except release_format.ReleaseProblem as exc:
             raise Mismatch(f"{dest}: {exc}") from None
         name = target.manifest
         folder.write(f"{name}.sig", signature)
@@ -570,10 +570,10 @@ def _release_key(args: argparse.Namespace, portal: Portal) -> Ed25519PublicKey:
     fingerprint printed either way."""
     if args.public_key:
         try:
-            key = manifest_format.load_public_key(args.public_key)
+            key = release_format.load_public_key(args.public_key)
         except ValueError as exc:
             raise PullError(f"--public-key: {exc}") from None
-        print(f"ceres-pull: release key {manifest_format.fingerprint(key)} (given with --public-key)",
+        print(f"ceres-pull: release key {release_format.fingerprint(key)} (given with --public-key)",
               file=sys.stderr)
         return key
     try:
@@ -589,10 +589,10 @@ def _release_key(args: argparse.Namespace, portal: Portal) -> Ed25519PublicKey:
     except (OSError, ValueError) as exc:
         raise PullError(f"--known-portals: {exc}") from None
     if seen:
-        print(f"ceres-pull: release key {manifest_format.fingerprint(key)} of {address}, as pinned in {known}",
+        print(f"ceres-pull: release key {release_format.fingerprint(key)} of {address}, as pinned in {known}",
               file=sys.stderr)
     else:
-        print(f"ceres-pull: release key {manifest_format.fingerprint(key)} of {address}, first use: pinned in "
+        print(f"ceres-pull: release key {release_format.fingerprint(key)} of {address}, first use: pinned in "
               f"{known}; check this fingerprint with the portal's operators out of band", file=sys.stderr)
     return key
 
@@ -646,10 +646,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             portal.close()
         for number, handler in previous.items():
             signal.signal(number, handler)
-    files = len(manifest_format.manifest_files(manifest))
+    files = len(release_format.manifest_files(manifest))
     print(f"pulled {target.study}/{target.name} into {args.dest}: {files} files verified ({fetched} fetched, "
           f"{kept} already in place) and the manifest with its signature, signature valid "
-          f"(key {manifest_format.fingerprint(public_key)})")
+          f"(key {release_format.fingerprint(public_key)})")
     return 0
 
 

@@ -32,7 +32,7 @@ from django.core.files.storage import Storage
 
 from exporter import release as signing
 from portal.audit.models import canonical_json
-from portal.core import storage as objects
+from portal.core import storage
 
 SCHEMA = "ceres-audit-checkpoint"
 VERSION = 1
@@ -114,16 +114,16 @@ def decode(data: bytes, public_key: Ed25519PublicKey, *, name: str = "") -> Chec
     return checkpoint
 
 
-def store(checkpoint: Checkpoint, key: Ed25519PrivateKey, storage: Storage | None = None) -> str:
+def store(checkpoint: Checkpoint, key: Ed25519PrivateKey, releases: Storage | None = None) -> str:
     """Write a checkpoint to the releases storage; its object's name."""
     name = object_name(checkpoint)
-    objects.put(storage or objects.releases(), name, io.BytesIO(encode(checkpoint, key)))
+    storage.put(releases or storage.releases(), name, io.BytesIO(encode(checkpoint, key)))
     return name
 
 
-def read(name: str, public_key: Ed25519PublicKey, storage: Storage | None = None) -> Checkpoint:
+def read(name: str, public_key: Ed25519PublicKey, releases: Storage | None = None) -> Checkpoint:
     try:
-        with (storage or objects.releases()).open(name, "rb") as stored:
+        with (releases or storage.releases()).open(name, "rb") as stored:
             data = stored.read(MAX_BYTES + 1)
     except FileNotFoundError:
         raise CheckpointProblem(f"{name}: missing from the releases storage") from None
@@ -132,21 +132,21 @@ def read(name: str, public_key: Ed25519PublicKey, storage: Storage | None = None
     return decode(data, public_key, name=name)
 
 
-def _listdir(storage: Storage, folder: str) -> tuple[list[str], list[str]]:
+def _listdir(releases: Storage, folder: str) -> tuple[list[str], list[str]]:
     try:
-        return storage.listdir(folder.rstrip("/"))
+        return releases.listdir(folder.rstrip("/"))
     except FileNotFoundError:
         return [], []
 
 
-def names(storage: Storage | None = None, *, limit: int | None = None) -> list[str]:
+def names(releases: Storage | None = None, *, limit: int | None = None) -> list[str]:
     """The stored checkpoints' names, newest first (at most ``limit``): month folders are listed newest first
     and only as many as needed, so finding the newest costs two listings however long the history."""
-    storage = storage or objects.releases()
-    months, _ = _listdir(storage, prefix())
+    releases = releases or storage.releases()
+    months, _ = _listdir(releases, prefix())
     found: list[str] = []
     for month in sorted((m for m in months if _MONTH.match(m)), reverse=True):
-        _, files = _listdir(storage, f"{prefix()}{month}")
+        _, files = _listdir(releases, f"{prefix()}{month}")
         found.extend(f"{prefix()}{month}/{name}" for name in sorted((f for f in files if _NAME.match(f)),
                                                                      reverse=True))
         if limit is not None and len(found) >= limit:
@@ -154,7 +154,7 @@ def names(storage: Storage | None = None, *, limit: int | None = None) -> list[s
     return found
 
 
-def latest(public_key: Ed25519PublicKey, storage: Storage | None = None) -> Checkpoint | None:
+def latest(public_key: Ed25519PublicKey, releases: Storage | None = None) -> Checkpoint | None:
     """The newest stored checkpoint, its signature checked; None when there is none yet."""
-    newest = names(storage, limit=1)
-    return read(newest[0], public_key, storage) if newest else None
+    newest = names(releases, limit=1)
+    return read(newest[0], public_key, releases) if newest else None

@@ -32,7 +32,7 @@ from portal.recordings.models import Episode, Recording, RecordingLog, StudyData
 from portal.recordings.services.history import snapshot
 from portal.releases.models import Approval, Release, ReleaseItem, ReleaseRequest
 from portal.releases.services import manifest
-from portal.releases.services.requests import snapshot as request_snapshot
+from portal.releases.services.release_requests import snapshot as release_snapshot
 from portal.studies.models import ConsentEvent, Demonstrator, Headset, Study
 from portal.studies.services.consent import accept_consent_document, upload_consent_document
 from portal.studies.services.study import create_study
@@ -351,68 +351,68 @@ class _Seeder:
             raise SeedRefused("release requests need verified episodes: seed more episodes")
         step = (self.now - self.start) / max(count, 1)
         states = [Request.DRAFT, Request.AWAITING_APPROVAL, Request.REJECTED]
-        requests_, chosen = [], []
+        releases, chosen = [], []
         for number in range(1, count + 1):
             at = self.start + step * (number - 1) + timedelta(hours=1)
             episodes = sorted(self.rng.sample(pool, min(len(pool), self.rng.randint(1, 3))),
                               key=lambda episode: episode.episode_index)
             state = states[(number - 1) % len(states)]
-            request = ReleaseRequest(uid=uuid.UUID(int=self.rng.getrandbits(128), version=4), study=self.study,
+            release = ReleaseRequest(uid=uuid.UUID(int=self.rng.getrandbits(128), version=4), study=self.study,
                                      number=number, state=state, requested_by=self.coordinator, created_at=at,
                                      study_code=self.study.code, requested_by_name=self.coordinator.get_username(),
                                      purpose=f"training set {number}: {self.rng.choice(TASKS)}",
                                      episode_count=len(episodes))
             if state != Request.DRAFT:
-                request.submitted_at = at + timedelta(hours=2)
-                request.approvals_required = self.study.approvals_required
+                release.submitted_at = at + timedelta(hours=2)
+                release.approvals_required = self.study.approvals_required
             if state == Request.REJECTED:
-                request.decided_at, request.rejected_by = at + timedelta(days=1), ethics
-                request.reason = "the purpose does not match the consent given"
-            requests_.append(request)
+                release.decided_at, release.rejected_by = at + timedelta(days=1), ethics
+                release.reason = "the purpose does not match the consent given"
+            releases.append(release)
             chosen.append(episodes)
         with _stamped_by_hand(_field(ReleaseRequest, "created_at")):
-            requests_ = ReleaseRequest.objects.bulk_create(requests_, batch_size=BATCH)
-        items = {request.number: [ReleaseItem(
-            study=self.study, request=request, episode=episode, episode_index=episode.episode_index,
+            releases = ReleaseRequest.objects.bulk_create(releases, batch_size=BATCH)
+        items = {release.number: [ReleaseItem(
+            study=self.study, request=release, episode=episode, episode_index=episode.episode_index,
             capture_id=episode.recording.capture_id, receipt_sha256=episode.receipt_sha256,
-            inspected_at=request.created_at + timedelta(minutes=5),
+            inspected_at=release.created_at + timedelta(minutes=5),
             video_has_audio=False, leaks=[],
             files=[*episode.shard_files, {"path": RECEIPT, "bytes": 2048, "sha256": episode.receipt_sha256}])
-            for episode in episodes] for request, episodes in zip(requests_, chosen, strict=True)}
+            for episode in episodes] for release, episodes in zip(releases, chosen, strict=True)}
         ReleaseItem.objects.bulk_create([item for made in items.values() for item in made], batch_size=BATCH)
-        for request in requests_:
-            request.manifest_sha256 = manifest.section_digest(request, items[request.number])
-        ReleaseRequest.objects.bulk_update(requests_, ["manifest_sha256"], batch_size=BATCH)
-        awaiting = [request for request in requests_ if request.state == Request.AWAITING_APPROVAL]
+        for release in releases:
+            release.manifest_sha256 = manifest.section_digest(release, items[release.number])
+        ReleaseRequest.objects.bulk_update(releases, ["manifest_sha256"], batch_size=BATCH)
+        awaiting = [release for release in releases if release.state == Request.AWAITING_APPROVAL]
         approved = awaiting[::2] if self.study.approvals_required > 1 else []
-        Approval.objects.bulk_create([Approval(study=self.study, request=request, officer=ethics,
+        Approval.objects.bulk_create([Approval(study=self.study, request=release, officer=ethics,
                                                officer_name=ethics.get_username(),
-                                               approved_at=request.submitted_at + timedelta(hours=3),
-                                               manifest_sha256=request.manifest_sha256) for request in approved])
-        record_many(self._request_entries(requests_, items, {request.pk for request in approved}, ethics))
-        return len(requests_)
+                                               approved_at=release.submitted_at + timedelta(hours=3),
+                                               manifest_sha256=release.manifest_sha256) for release in approved])
+        record_many(self._request_entries(releases, items, {release.pk for release in approved}, ethics))
+        return len(releases)
 
-    def _request_entries(self, requests_: list[ReleaseRequest], items: dict[int, list[ReleaseItem]],
+    def _request_entries(self, releases: list[ReleaseRequest], items: dict[int, list[ReleaseItem]],
                          approved: set[int], ethics) -> Iterator[Entry]:
         """The events ``releases.services`` record for these requests: asked for, submitted, an approval given
         (of the study's required number), rejected."""
         Request = ReleaseRequest.State
-        for request in requests_:
-            final = request_snapshot(request)
+        for release in releases:
+            final = release_snapshot(release)
             drafted = {**final, "state": Request.DRAFT, "reason": ""}
-            yield Entry(self.coordinator, "release.requested", request, after={
-                **drafted, "purpose": request.purpose, "episodes": [item.folder for item in items[request.number]],
-                "receipts": {item.folder: item.receipt_sha256 for item in items[request.number]}})
-            if request.state == Request.DRAFT:
+            yield Entry(self.coordinator, "release.requested", release, after={
+                **drafted, "purpose": release.purpose, "episodes": [item.folder for item in items[release.number]],
+                "receipts": {item.folder: item.receipt_sha256 for item in items[release.number]}})
+            if release.state == Request.DRAFT:
                 continue
             submitted = {**final, "state": Request.AWAITING_APPROVAL, "reason": ""}
-            yield Entry(self.coordinator, "release.submitted", request, before=drafted, after=submitted)
-            if request.pk in approved:
-                yield Entry(ethics, "release.approval_given", request, after={
-                    "officer": ethics.get_username(), "manifest_sha256": request.manifest_sha256, "approvals": 1,
+            yield Entry(self.coordinator, "release.submitted", release, before=drafted, after=submitted)
+            if release.pk in approved:
+                yield Entry(ethics, "release.approval_given", release, after={
+                    "officer": ethics.get_username(), "manifest_sha256": release.manifest_sha256, "approvals": 1,
                     "required": self.study.approvals_required, "second_factor": "not required"})
-            if request.state == Request.REJECTED:
-                yield Entry(ethics, "release.rejected", request, before=submitted,
+            if release.state == Request.REJECTED:
+                yield Entry(ethics, "release.rejected", release, before=submitted,
                             after={**final, "withdrawn_by_requester": False})
 
 
@@ -447,34 +447,34 @@ class _Seeder:
             chosen.append(episodes)
         with _stamped_by_hand(_field(ReleaseRequest, "created_at")):
             made = ReleaseRequest.objects.bulk_create(made, batch_size=BATCH)
-        items = {request.number: [ReleaseItem(
-            study=self.study, request=request, episode=episode, episode_index=episode.episode_index,
+        items = {release.number: [ReleaseItem(
+            study=self.study, request=release, episode=episode, episode_index=episode.episode_index,
             capture_id=episode.recording.capture_id, receipt_sha256=episode.receipt_sha256,
-            inspected_at=request.created_at + timedelta(minutes=5),
+            inspected_at=release.created_at + timedelta(minutes=5),
             video_has_audio=False, leaks=[],
             files=[*episode.shard_files, {"path": RECEIPT, "bytes": 2048, "sha256": episode.receipt_sha256}])
-            for episode in episodes] for request, episodes in zip(made, chosen, strict=True)}
+            for episode in episodes] for release, episodes in zip(made, chosen, strict=True)}
         ReleaseItem.objects.bulk_create([item for group in items.values() for item in group], batch_size=BATCH)
-        for request in made:
-            request.manifest_sha256 = manifest.section_digest(request, items[request.number])
+        for release in made:
+            release.manifest_sha256 = manifest.section_digest(release, items[release.number])
         ReleaseRequest.objects.bulk_update(made, ["manifest_sha256"], batch_size=BATCH)
-        Approval.objects.bulk_create([Approval(study=self.study, request=request, officer=officer,
-                                               officer_name=officer.get_username(), approved_at=request.decided_at,
-                                               manifest_sha256=request.manifest_sha256)
-                                      for request in made for officer in (ethics, second)], batch_size=BATCH)
+        Approval.objects.bulk_create([Approval(study=self.study, request=release, officer=officer,
+                                               officer_name=officer.get_username(), approved_at=release.decided_at,
+                                               manifest_sha256=release.manifest_sha256)
+                                      for release in made for officer in (ethics, second)], batch_size=BATCH)
         Release.objects.bulk_create([Release(
-            study=self.study, request=request, prefix=request.prefix,
-            objects_total=sum(len(item.files) for item in items[request.number]) + 2,
-            objects_copied=sum(len(item.files) for item in items[request.number]) + 2, attempts=1,
-            manifest_sha256=_sha("manifest", request.number), key_fingerprint=_sha("key"),
-            signed_at=request.decided_at + timedelta(minutes=10),
-            finished_at=request.decided_at + timedelta(minutes=11))
-            for request in made], batch_size=BATCH)
-        record_many(entry for request in made for entry in (
-            Entry(self.coordinator, "release.requested", request, after={"state": "draft", "purpose": request.purpose}),
-            *(Entry(officer, "release.approval_given", request, after={"manifest_sha256": request.manifest_sha256})
+            study=self.study, request=release, prefix=release.prefix,
+            objects_total=sum(len(item.files) for item in items[release.number]) + 2,
+            objects_copied=sum(len(item.files) for item in items[release.number]) + 2, attempts=1,
+            manifest_sha256=_sha("manifest", release.number), key_fingerprint=_sha("key"),
+            signed_at=release.decided_at + timedelta(minutes=10),
+            finished_at=release.decided_at + timedelta(minutes=11))
+            for release in made], batch_size=BATCH)
+        record_many(entry for release in made for entry in (
+            Entry(self.coordinator, "release.requested", release, after={"state": "draft", "purpose": release.purpose}),
+            *(Entry(officer, "release.approval_given", release, after={"manifest_sha256": release.manifest_sha256})
               for officer in (ethics, second)),
-            Entry(None, "release.published", request, after={"prefix": request.prefix})))
+            Entry(None, "release.published", release, after={"prefix": release.prefix})))
         return made
 
     def researchers(self, released: list[ReleaseRequest], *, links: int, access_requests: int, password: str):
@@ -495,17 +495,17 @@ class _Seeder:
             applicant = User.objects.create_user(f"{self.study.code}-applicant-{number:05d}", password=password)
             request_access(applicant, self.study, purpose=f"study {number}", version=agreement.version,
                            sha256=agreement.sha256)
-        files = [(request, item.episode_index, f"{item.folder}/{entry['path']}")
-                 for request in released for item in request.items.all() for entry in item.files]
+        files = [(release, item.episode_index, f"{item.folder}/{entry['path']}")
+                 for release in released for item in release.items.all() for entry in item.files]
         if links and not files:
             raise SeedRefused("links need released files: seed released releases")
         step = (self.now - self.start) / max(links, 1)
         rows = []
         for number in range(links):
-            request, index, path = files[number % len(files)]
+            release, index, path = files[number % len(files)]
             at = self.start + step * number
-            rows.append(IssuedLink(study=self.study, user=researcher, release=request, episode_index=index, path=path,
-                                   object_name=request.prefix + path, issued_at=at,
+            rows.append(IssuedLink(study=self.study, user=researcher, release=release, episode_index=index, path=path,
+                                   object_name=release.prefix + path, issued_at=at,
                                    expires_at=at + timedelta(minutes=5), via=IssuedLink.Via.API))
         rows = IssuedLink.objects.bulk_create(rows, batch_size=BATCH)
         record_many(Entry(researcher, "research.link_issued", row.release, after={

@@ -28,33 +28,33 @@ def _others(users, actor) -> list:
 # --- releases ----------------------------------------------------------------------------------------------
 
 
-def release_moved(actor, request) -> None:
-    """Called by ``releases.services.requests.set_state`` after every move of a release request."""
+def release_moved(actor, release) -> None:
+    """Called by ``releases.services.release_requests.set_state`` after every move of a release request."""
     from portal.releases.models import ReleaseRequest
 
     State = ReleaseRequest.State
-    study = request.study
-    name = f"{request.release_id} of study {study.code}"
-    link = reverse("release-detail", args=[study.code, request.number])
-    stewards = [request.requested_by, *holders(study, Role.COORDINATOR)]
-    if request.state == State.AWAITING_APPROVAL:
-        officers = [u for u in holders(study, Role.ETHICS_OFFICER) if u.pk != request.requested_by_id]
+    study = release.study
+    name = f"{release.release_id} of study {study.code}"
+    link = reverse("release-detail", args=[study.code, release.number])
+    stewards = [release.requested_by, *holders(study, Role.COORDINATOR)]
+    if release.state == State.AWAITING_APPROVAL:
+        officers = [u for u in holders(study, Role.ETHICS_OFFICER) if u.pk != release.requested_by_id]
         notify(_others(officers, actor), Kind.RELEASE_AWAITS_APPROVAL, study=study,
                title=f"{name} awaits your approval",
-               body=f"{request.episode_count} episode(s), {request.approvals_required or 1} approval(s) needed. "
+               body=f"{release.episode_count} episode(s), {release.approvals_required or 1} approval(s) needed. "
                     f"Review it in the episode viewer and approve or reject it.", link=link)
-    elif request.state == State.APPROVED:
+    elif release.state == State.APPROVED:
         notify(_others(stewards, actor), Kind.RELEASE_APPROVED, study=study, title=f"{name} was approved",
                body="It is being published; you are told again when it is.", link=link)
-    elif request.state == State.REJECTED:
+    elif release.state == State.REJECTED:
         notify(_others(stewards, actor), Kind.RELEASE_REJECTED, study=study, title=f"{name} was rejected",
-               body=f"Reason: {request.reason}", link=link)
-    elif request.state == State.RELEASED:
+               body=f"Reason: {release.reason}", link=link)
+    elif release.state == State.RELEASED:
         notify(_others(stewards, actor), Kind.RELEASE_PUBLISHED, study=study, title=f"{name} was published",
                body="Researchers with access to the study can now download it.", link=link)
-    elif request.state == State.FAILED:
+    elif release.state == State.FAILED:
         notify(_others(stewards, actor), Kind.RELEASE_FAILED, study=study, title=f"{name} failed",
-               body=f"Reason: {request.reason}\nIts page lets a coordinator try again.", link=link)
+               body=f"Reason: {release.reason}\nIts page lets a coordinator try again.", link=link)
 
 
 # --- access ------------------------------------------------------------------------------------------------

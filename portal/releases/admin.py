@@ -19,14 +19,14 @@ class ReleaseRequestAdmin(ReadOnlyAdmin):
     @admin.action(description="Approve the selected release requests (as an ethics officer of their study)")
     def approve(self, request, queryset):
         evidence = approval.SecondFactor(passed_at=second_factor_passed_at(request.session))
-        for release_request in queryset.select_related("study"):
+        for release in queryset.select_related("study"):
             try:
-                approval.approve(request.user, release_request, manifest_sha256=release_request.manifest_sha256,
+                approval.approve(request.user, release, manifest_sha256=release.manifest_sha256,
                                  second_factor=evidence)
             except ServiceError as exc:
-                self.message_user(request, f"{release_request}: {exc}", messages.ERROR)
+                self.message_user(request, f"{release}: {exc}", messages.ERROR)
             else:
-                self.message_user(request, f"{release_request} approved by you.", messages.SUCCESS)
+                self.message_user(request, f"{release} approved by you.", messages.SUCCESS)
 
 
 @admin.register(Approval)

@@ -18,7 +18,7 @@ from portal.accounts.network import client_ip
 from portal.accounts.services import second_factor_passed_at
 from portal.core.integers import api_integer
 from portal.releases.models import Approval, Release, ReleaseItem, ReleaseRequest
-from portal.releases.services import approval, gate, publish, requests, review
+from portal.releases.services import approval, gate, publish, release_requests, review
 
 COORDINATOR, ETHICS = Role.COORDINATOR, Role.ETHICS_OFFICER
 BOTH = (COORDINATOR, ETHICS)
@@ -77,19 +77,19 @@ class ReleaseRequestSerializer(ReleaseRequestListSerializer):
         fields = [*ReleaseRequestListSerializer.Meta.fields, "approvals_required", "approvals", "gate", "release"]
 
     @extend_schema_field(EpisodeGateSerializer(many=True))
-    def get_gate(self, request: ReleaseRequest) -> list[dict]:
-        return EpisodeGateSerializer(gate.evaluate(request).episodes, many=True).data
+    def get_gate(self, release: ReleaseRequest) -> list[dict]:
+        return EpisodeGateSerializer(gate.evaluate(release).episodes, many=True).data
 
     @extend_schema_field(ReleaseSerializer(allow_null=True))
-    def get_release(self, request: ReleaseRequest) -> dict | None:
-        release = getattr(request, "release", None)
-        return ReleaseSerializer(release).data if release is not None else None
+    def get_release(self, release: ReleaseRequest) -> dict | None:
+        executed = getattr(release, "release", None)
+        return ReleaseSerializer(executed).data if executed is not None else None
 
 
 class NewRequestSerializer(serializers.Serializer):
     episodes = serializers.ListField(child=api_integer(min_value=0), allow_empty=False,
                                      help_text="Episode indexes of verified episodes.")
-    purpose = serializers.CharField(max_length=requests.PURPOSE_MAX_CHARS)
+    purpose = serializers.CharField(max_length=release_requests.PURPOSE_MAX_CHARS)
 
 
 class ApproveSerializer(serializers.Serializer):
@@ -135,69 +135,69 @@ class ReleaseRequestViewSet(StudyScopedAPIMixin, mixins.ListModelMixin, mixins.R
                 requests_ = requests_.filter(requested_by=self.request.user)
         return requests_
 
-    def _answer(self, release_request: ReleaseRequest, code: int = status.HTTP_200_OK) -> Response:
-        release_request.refresh_from_db()
-        return Response(ReleaseRequestSerializer(release_request).data, status=code)
+    def _answer(self, release: ReleaseRequest, code: int = status.HTTP_200_OK) -> Response:
+        release.refresh_from_db()
+        return Response(ReleaseRequestSerializer(release).data, status=code)
 
     @extend_schema(request=NewRequestSerializer, responses={201: ReleaseRequestSerializer})
     def create(self, request, *args, **kwargs):
         body = NewRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         indexes = set(body.validated_data["episodes"])
-        episodes = list(requests.releasable_episodes().filter(episode_index__in=indexes))
+        episodes = list(release_requests.releasable_episodes().filter(episode_index__in=indexes))
         missing = sorted(indexes - {episode.episode_index for episode in episodes})
         if missing:
             raise ValidationError({"episodes": f"not verified episodes of this study: {missing}"})
-        made = requests.create_request(request.user, self.study, episodes=episodes,
-                                       purpose=body.validated_data["purpose"])
+        made = release_requests.create_request(request.user, self.study, episodes=episodes,
+                                               purpose=body.validated_data["purpose"])
         return self._answer(made, status.HTTP_201_CREATED)
 
     @extend_schema(request=None, responses=ReleaseRequestSerializer)
     @action(detail=True, methods=["post"])
     def submit(self, request, *args, **kwargs):
-        release_request = self.get_object()
-        requests.submit(request.user, release_request)
-        return self._answer(release_request)
+        release = self.get_object()
+        release_requests.submit(request.user, release)
+        return self._answer(release)
 
     @extend_schema(request=ApproveSerializer, responses=ReleaseRequestSerializer,
                    description="Approve as an ethics officer (never the requester). 403 with second_factor "
                                "'required' when a fresh second factor is needed: send otp_code.")
     @action(detail=True, methods=["post"])
     def approve(self, request, *args, **kwargs):
-        release_request = self.get_object()
+        release = self.get_object()
         body = ApproveSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         session = getattr(request, "session", None)
         evidence = approval.SecondFactor(
             passed_at=second_factor_passed_at(session) if session is not None and request.auth is None else None,
             code=body.validated_data["otp_code"], ip=client_ip(request))
-        approval.approve(request.user, release_request, manifest_sha256=body.validated_data["manifest_sha256"],
+        approval.approve(request.user, release, manifest_sha256=body.validated_data["manifest_sha256"],
                          second_factor=evidence)
-        return self._answer(release_request)
+        return self._answer(release)
 
     @extend_schema(request=RejectSerializer, responses=ReleaseRequestSerializer)
     @action(detail=True, methods=["post"])
     def reject(self, request, *args, **kwargs):
-        release_request = self.get_object()
+        release = self.get_object()
         body = RejectSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        requests.reject(request.user, release_request, reason=body.validated_data["reason"])
-        return self._answer(release_request)
+        release_requests.reject(request.user, release, reason=body.validated_data["reason"])
+        return self._answer(release)
 
     @extend_schema(request=None, responses=ReleaseRequestSerializer,
                    description="Re-verify the request's shards against their receipts now (in the worker).")
     @action(detail=True, methods=["post"])
     def reverify(self, request, *args, **kwargs):
-        release_request = self.get_object()
-        requests.reverify(request.user, release_request)
-        return self._answer(release_request, status.HTTP_202_ACCEPTED)
+        release = self.get_object()
+        release_requests.reverify(request.user, release)
+        return self._answer(release, status.HTTP_202_ACCEPTED)
 
     @extend_schema(request=None, responses=ReleaseRequestSerializer)
     @action(detail=True, methods=["post"])
     def retry(self, request, *args, **kwargs):
-        release_request = self.get_object()
-        publish.retry_release(request.user, release_request)
-        return self._answer(release_request)
+        release = self.get_object()
+        publish.retry_release(request.user, release)
+        return self._answer(release)
 
     @extend_schema(responses={200: OpenApiTypes.OBJECT},
                    parameters=[OpenApiParameter("episode_index", int, OpenApiParameter.PATH)],
@@ -205,7 +205,7 @@ class ReleaseRequestViewSet(StudyScopedAPIMixin, mixins.ListModelMixin, mixins.R
                                "flags, joints and head in 2D (downsampled), segments, gap rows, removed retries.")
     @action(detail=True, methods=["get"], url_path=r"episodes/(?P<episode_index>[0-9]+)/review")
     def review(self, request, *args, episode_index: str, **kwargs):
-        release_request = self.get_object()
-        item = get_object_or_404(ReleaseItem.objects.select_related("episode__recording"), request=release_request,
+        release = self.get_object()
+        item = get_object_or_404(ReleaseItem.objects.select_related("episode__recording"), request=release,
                                  episode_index=int(episode_index))
         return Response(review.episode_review(item))

@@ -3,7 +3,7 @@
 from django.dispatch import receiver
 
 from portal.recordings.signals import episode_verified
-from portal.releases.services.requests import tag_episode
+from portal.releases.services.release_requests import tag_episode
 
 
 @receiver(episode_verified, dispatch_uid="releases.tag_verified_episode")

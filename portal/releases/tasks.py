@@ -11,12 +11,12 @@ from portal.releases.services import gate, publish
 
 
 @shared_task(bind=True, base=StudyTask, name="releases.inspect_request", model=ReleaseRequest)
-def inspect_request(self, request: ReleaseRequest) -> None:
-    gate.inspect_request(request)
+def inspect_request(self, release: ReleaseRequest) -> None:
+    gate.inspect_request(release)
 
 
 @shared_task(bind=True, base=StudyTask, name="releases.publish_release", model=ReleaseRequest,
              on_transient=staticmethod(publish.note_retry),
-             give_up=staticmethod(lambda request, reason: publish.fail_release(request, reason)))
-def publish_release(self, request: ReleaseRequest) -> None:
-    publish.publish_release(request.pk)
+             give_up=staticmethod(lambda release, reason: publish.fail_release(release, reason)))
+def publish_release(self, release: ReleaseRequest) -> None:
+    publish.publish_release(release.pk)

@@ -26,7 +26,7 @@ from portal.core.forms import date_input
 from portal.core.http import ranged_response
 from portal.core.pagination import list_page
 from portal.releases.models import Approval, EpisodeTag, ReleaseItem, ReleaseRequest
-from portal.releases.services import approval, gate, manifest, publish, requests, review
+from portal.releases.services import approval, gate, manifest, publish, release_requests, review
 from portal.studies.models import Demonstrator, Headset
 
 COORDINATOR, ETHICS = Role.COORDINATOR, Role.ETHICS_OFFICER
@@ -38,7 +38,7 @@ REQUEST_ORDER = ("-number",)
 EPISODE_ORDER = ("episode_index",)
 
 
-def _request(number: int) -> ReleaseRequest:
+def _release(number: int) -> ReleaseRequest:
     return get_object_or_404(ReleaseRequest.objects.select_related("study", "requested_by", "rejected_by",
                                                                    "supersedes"), number=number)
 
@@ -119,12 +119,14 @@ class EpisodeFilter(forms.Form):
 
 
 class RequestForm(forms.Form):
-    purpose = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), max_length=requests.PURPOSE_MAX_CHARS,
+    purpose = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}),
+                              max_length=release_requests.PURPOSE_MAX_CHARS,
                               help_text="What the episodes are released for, and to whom.")
 
 
 def _candidates(filters: EpisodeFilter):
-    episodes = requests.releasable_episodes().select_related("recording__headset", "recording__demonstrator").only(
+    episodes = release_requests.releasable_episodes().select_related("recording__headset",
+                                                                     "recording__demonstrator").only(
         "episode_index", "length", "study_id", "recording__capture_id", "recording__recorded_at",
         "recording__headset__headset_id", "recording__demonstrator__designator")
     return filters.apply(episodes)
@@ -141,9 +143,10 @@ def release_new(request: HttpRequest, study) -> HttpResponse:
         else:
             indexes = [integers.parse_int(value, "an episode index") for value in request.POST.getlist("episodes")
                        if value]
-            chosen = list(requests.releasable_episodes().filter(episode_index__in=indexes))
+            chosen = list(release_requests.releasable_episodes().filter(episode_index__in=indexes))
         with refusals(request, form=form) as outcome:
-            made = requests.create_request(request.user, study, episodes=chosen, purpose=form.cleaned_data["purpose"])
+            made = release_requests.create_request(request.user, study, episodes=chosen,
+                                                   purpose=form.cleaned_data["purpose"])
         if not outcome.refused:
             messages.success(request, f"{made.release_id} drafted with {made.episode_count} episode(s). The stored "
                                       f"shards are being read for the gate; submit it once every check passes.")
@@ -161,77 +164,77 @@ def release_new(request: HttpRequest, study) -> HttpResponse:
     }, status=400 if form.errors else 200)
 
 
-def _detail_context(request: HttpRequest, study, release_request: ReleaseRequest) -> dict:
+def _detail_context(request: HttpRequest, study, release: ReleaseRequest) -> dict:
     roles = request.study_roles
-    checklist = gate.evaluate(release_request)
-    approvals = list(release_request.approvals.select_related("officer"))
+    checklist = gate.evaluate(release)
+    approvals = list(release.approvals.select_related("officer"))
     user = request.user
     return {
-        "study": study, "release_request": release_request, "gate": checklist, "approvals": approvals,
-        "release": getattr(release_request, "release", None),
-        "is_requester": user.pk == release_request.requested_by_id,
+        "study": study, "release_request": release, "gate": checklist, "approvals": approvals,
+        "release": getattr(release, "release", None),
+        "is_requester": user.pk == release.requested_by_id,
         "is_officer": ETHICS in roles,
-        "can_submit": COORDINATOR in roles and release_request.state == State.DRAFT,
-        "can_approve": (ETHICS in roles and release_request.state == State.AWAITING_APPROVAL
-                        and user.pk != release_request.requested_by_id
+        "can_submit": COORDINATOR in roles and release.state == State.DRAFT,
+        "can_approve": (ETHICS in roles and release.state == State.AWAITING_APPROVAL
+                        and user.pk != release.requested_by_id
                         and not any(a.officer_id == user.pk for a in approvals)),
-        "can_reject": (release_request.state in ReleaseRequest.OPEN
-                       and (ETHICS in roles or user.pk == release_request.requested_by_id)),
-        "can_retry": release_request.state == State.FAILED,
+        "can_reject": (release.state in ReleaseRequest.OPEN
+                       and (ETHICS in roles or user.pk == release.requested_by_id)),
+        "can_retry": release.state == State.FAILED,
         "second_factor_needed": approval.second_factor_required(study),
         "second_factor_minutes": settings.CERES_APPROVAL_SECOND_FACTOR_MINUTES,
-        "in_progress": release_request.state in (State.APPROVED, State.RELEASING) or checklist.pending,
+        "in_progress": release.state in (State.APPROVED, State.RELEASING) or checklist.pending,
         "public_key_fingerprint": manifest.key_fingerprint(),
-        "superseded_by": ReleaseRequest.objects.filter(supersedes=release_request).only("number").first(),
-        "made_by_withdrawal": _made_by_withdrawal(release_request),
-        "carried_approvals": (release_request.superseding or {}).get("carried_approvals") or [],
+        "superseded_by": ReleaseRequest.objects.filter(supersedes=release).only("number").first(),
+        "made_by_withdrawal": _made_by_withdrawal(release),
+        "carried_approvals": (release.superseding or {}).get("carried_approvals") or [],
     }
 
 
-def _made_by_withdrawal(release_request: ReleaseRequest) -> int | None:
+def _made_by_withdrawal(release: ReleaseRequest) -> int | None:
     """The id of the withdrawal that made a superseding release (from its tombstone for one made before it was
     kept on the request); None for any other."""
-    if not release_request.supersedes_id:
+    if not release.supersedes_id:
         return None
-    if (release_request.superseding or {}).get("withdrawal"):
-        return release_request.superseding["withdrawal"]
+    if (release.superseding or {}).get("withdrawal"):
+        return release.superseding["withdrawal"]
     from portal.research.models import Tombstone  # research builds on releases
 
-    return Tombstone.objects.filter(superseded_by=release_request).values_list("withdrawal_id", flat=True).first()
+    return Tombstone.objects.filter(superseded_by=release).values_list("withdrawal_id", flat=True).first()
 
 
 @never_cache
 @study_view(COORDINATOR, ETHICS)
 def release_detail(request: HttpRequest, study, number: int) -> HttpResponse:
-    return render(request, "releases/detail.html", _detail_context(request, study, _request(number)))
+    return render(request, "releases/detail.html", _detail_context(request, study, _release(number)))
 
 
 @study_view(COORDINATOR, ETHICS)
 def release_status(request: HttpRequest, study, number: int) -> JsonResponse:
-    release_request = _request(number)
-    release = getattr(release_request, "release", None)
+    release = _release(number)
+    executed = getattr(release, "release", None)
     return JsonResponse({
-        "state": release_request.state, "label": release_request.get_state_display(),
-        "gate_pending": release_request.items.filter(inspected_at__isnull=True).exists(),
-        "objects_copied": release.objects_copied if release else 0,
-        "objects_total": release.objects_total if release else 0,
-        "last_error": release.last_error if release else "",
+        "state": release.state, "label": release.get_state_display(),
+        "gate_pending": release.items.filter(inspected_at__isnull=True).exists(),
+        "objects_copied": executed.objects_copied if executed else 0,
+        "objects_total": executed.objects_total if executed else 0,
+        "last_error": executed.last_error if executed else "",
     })
 
 
 def _act(request: HttpRequest, study, number: int, service, success: str) -> HttpResponse:
-    release_request = _request(number)
+    release = _release(number)
     with refusals(request) as outcome:
-        service(release_request)
+        service(release)
     if not outcome.refused:
-        messages.success(request, success.format(release_id=release_request.release_id))
+        messages.success(request, success.format(release_id=release.release_id))
     return redirect("release-detail", study.code, number)
 
 
 @require_POST
 @study_view(COORDINATOR)
 def release_submit(request: HttpRequest, study, number: int) -> HttpResponse:
-    return _act(request, study, number, lambda r: requests.submit(request.user, r),
+    return _act(request, study, number, lambda r: release_requests.submit(request.user, r),
                 "{release_id} submitted: it now waits for the ethics officers' approval.")
 
 
@@ -240,16 +243,16 @@ def release_submit(request: HttpRequest, study, number: int) -> HttpResponse:
 def release_approve(request: HttpRequest, study, number: int) -> HttpResponse:
     evidence = approval.SecondFactor(passed_at=second_factor_passed_at(request.session),
                                      code=request.POST.get("code", ""), ip=client_ip(request))
-    release_request = _request(number)
+    release = _release(number)
     with refusals(request) as outcome:
-        approval.approve(request.user, release_request, manifest_sha256=request.POST.get("manifest_sha256", ""),
+        approval.approve(request.user, release, manifest_sha256=request.POST.get("manifest_sha256", ""),
                          second_factor=evidence)
     if not outcome.refused:
         if evidence.code:
             note_second_factor_passed(request.session)
-        release_request.refresh_from_db()
-        last = release_request.state != State.AWAITING_APPROVAL
-        messages.success(request, f"You approved {release_request.release_id}."
+        release.refresh_from_db()
+        last = release.state != State.AWAITING_APPROVAL
+        messages.success(request, f"You approved {release.release_id}."
                                   + (" That was the last approval needed: the release is queued." if last else ""))
     return redirect("release-detail", study.code, number)
 
@@ -258,14 +261,14 @@ def release_approve(request: HttpRequest, study, number: int) -> HttpResponse:
 @study_view(COORDINATOR, ETHICS)
 def release_reject(request: HttpRequest, study, number: int) -> HttpResponse:
     reason = request.POST.get("reason", "")
-    return _act(request, study, number, lambda r: requests.reject(request.user, r, reason=reason),
+    return _act(request, study, number, lambda r: release_requests.reject(request.user, r, reason=reason),
                 "{release_id} rejected; it is closed.")
 
 
 @require_POST
 @study_view(COORDINATOR, ETHICS)
 def release_reverify(request: HttpRequest, study, number: int) -> HttpResponse:
-    return _act(request, study, number, lambda r: requests.reverify(request.user, r),
+    return _act(request, study, number, lambda r: release_requests.reverify(request.user, r),
                 "The shards of {release_id} are being re-verified against their receipts.")
 
 
@@ -280,12 +283,12 @@ def release_retry(request: HttpRequest, study, number: int) -> HttpResponse:
 def release_manifest(request: HttpRequest, study, number: int) -> HttpResponse:
     """The signed manifest once released; before that, the manifest section officers approve (its SHA-256 is
     the request's manifest digest)."""
-    release_request = _request(number)
-    release = getattr(release_request, "release", None)
-    if release is not None and release.manifest:
-        data, name = bytes(release.manifest), MANIFEST
+    release = _release(number)
+    executed = getattr(release, "release", None)
+    if executed is not None and executed.manifest:
+        data, name = bytes(executed.manifest), MANIFEST
     else:
-        data, name = json_bytes(manifest.section(release_request)), f"{release_request.release_id}-proposed.json"
+        data, name = json_bytes(manifest.section(release)), f"{release.release_id}-proposed.json"
     response = HttpResponse(data, content_type="application/json")
     response["Content-Disposition"] = f'inline; filename="{name}"'
     return response
@@ -293,11 +296,11 @@ def release_manifest(request: HttpRequest, study, number: int) -> HttpResponse:
 
 @study_view(COORDINATOR, ETHICS)
 def release_signature(request: HttpRequest, study, number: int) -> HttpResponse:
-    release_request = _request(number)
-    release = getattr(release_request, "release", None)
-    if release is None or not release.signature:
+    release = _release(number)
+    executed = getattr(release, "release", None)
+    if executed is None or not executed.signature:
         raise Http404("the manifest is not signed yet")
-    response = HttpResponse(bytes(release.signature), content_type="application/octet-stream")
+    response = HttpResponse(bytes(executed.signature), content_type="application/octet-stream")
     response["Content-Disposition"] = f'attachment; filename="{SIGNATURE}"'
     return response
 

@@ -236,8 +236,8 @@ class ReleasedDetailSerializer(ReleasedSerializer):
     class Meta(ReleasedSerializer.Meta):
         fields = [*ReleasedSerializer.Meta.fields, "paths"]
 
-    def get_paths(self, request: ReleaseRequest) -> list[str]:
-        return list(catalogue.release_files(request))
+    def get_paths(self, release: ReleaseRequest) -> list[str]:
+        return list(catalogue.release_files(release))
 
 
 class ReleasedViewSet(StudyScopedAPIMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,

@@ -32,7 +32,7 @@ from portal.core import storage
 from portal.recordings.models import Episode, Recording
 from portal.recordings.services.ingest import ingest_path
 from portal.releases.models import ReleaseRequest
-from portal.releases.services import gate, requests
+from portal.releases.services import gate, release_requests
 from portal.releases.services.approval import approve
 from portal.research.models import Dataset, Tombstone, Withdrawal
 from portal.research.services import access, catalogue, datasets
@@ -146,9 +146,9 @@ def journey(s: Study, worker: ForkedWorker, person, rng: random.Random, counts: 
                    "an export")
     with scope(study=study):
         episode = Episode.objects.select_related("recording").get(recording=recording)
-        release = requests.create_request(s.reg.coordinator, study, episodes=[episode], purpose="drill")
+        release = release_requests.create_request(s.reg.coordinator, study, episodes=[episode], purpose="drill")
         gate.inspect_request(release)
-        requests.submit(s.reg.coordinator, release)
+        release_requests.submit(s.reg.coordinator, release)
         for officer in (s.reg.ethics, s.officer2):
             approve(officer, release, manifest_sha256=release.manifest_sha256)
     yield from job(JOBS[1], release.pk, state_is(ReleaseRequest, release.pk, ReleaseRequest.State.RELEASED, study),

@@ -19,7 +19,7 @@ from portal.core import storage
 from portal.recordings.models import Recording
 from portal.recordings.services.ingest import ingest_path
 from portal.releases.models import ReleaseRequest
-from portal.releases.services import gate, requests
+from portal.releases.services import gate, release_requests
 from portal.releases.services.approval import approve
 from tests.drills.forked_worker import ForkedWorker, rabbit_up, wait_for
 from tests.drills.test_kills import events
@@ -69,9 +69,9 @@ def test_postgresql_restarted_mid_release_is_retried_and_completes_once(make_reg
         reg, episode = _verified_episode(make_registry, make_capture, worker)
         second = make_user(f"{reg.study.code}-ethics2", reg.study, ["ethics_officer"])
         with scope(study=reg.study):
-            made = requests.create_request(reg.coordinator, reg.study, episodes=[episode], purpose="drill")
+            made = release_requests.create_request(reg.coordinator, reg.study, episodes=[episode], purpose="drill")
             gate.inspect_request(made)
-            requests.submit(reg.coordinator, made)
+            release_requests.submit(reg.coordinator, made)
             for officer in (reg.ethics, second):
                 approve(officer, made, manifest_sha256=made.manifest_sha256)
         go = tmp_path / "go"

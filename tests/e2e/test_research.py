@@ -15,7 +15,7 @@ from exporter.generate import generate_capture
 from portal.recordings.demo import demo_registry
 from portal.recordings.services.ingest import ingest_path
 from portal.releases.models import ReleaseRequest
-from portal.releases.services import gate, requests
+from portal.releases.services import gate, release_requests
 from portal.releases.services.approval import approve
 from portal.research.models import Dataset
 from portal.studies.services.consent import give_consent
@@ -41,10 +41,10 @@ def released_in_the_background(demo, registry, pipeline_worker, tmp_path, blocks
 
     users = get_user_model().objects
     with scope(study=demo):
-        request = requests.create_request(registry.coordinator, demo, episodes=list(
-            requests.releasable_episodes().order_by("episode_index")), purpose="Grasp-policy training")
+        request = release_requests.create_request(registry.coordinator, demo, episodes=list(
+            release_requests.releasable_episodes().order_by("episode_index")), purpose="Grasp-policy training")
         gate.inspect_request(request)
-        requests.submit(registry.coordinator, request)
+        release_requests.submit(registry.coordinator, request)
         for officer in ("ethics1", "ethics2"):
             approve(users.get(username=officer), request, manifest_sha256=request.manifest_sha256)
     final = wait_for(lambda: state_of(request) in (ReleaseRequest.State.RELEASED, ReleaseRequest.State.FAILED),

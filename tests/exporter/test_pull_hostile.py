@@ -25,12 +25,12 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from exporter import pinning
-from exporter import release as manifest_format
+from exporter import release as release_format
 
 REPO = Path(__file__).resolve().parents[2]
 MiB = 1 << 20
-MANIFEST, SIGNATURE, RECEIPT = (manifest_format.DATASET_MANIFEST, manifest_format.DATASET_SIGNATURE,
-                                manifest_format.DATASET_RECEIPT)
+MANIFEST, SIGNATURE, RECEIPT = (release_format.DATASET_MANIFEST, release_format.DATASET_SIGNATURE,
+                                release_format.DATASET_RECEIPT)
 LINKS = "/api/studies/demo/datasets/1/links/"
 KEY = "/.well-known/ceres-release-key"
 
@@ -40,7 +40,7 @@ def sha256(data: bytes) -> str:
 
 
 def fingerprint(key: Ed25519PrivateKey) -> str:
-    return sha256(manifest_format.public_key_raw(key.public_key()))
+    return sha256(release_format.public_key_raw(key.public_key()))
 
 
 def stream(total: int, block: int = MiB) -> Callable[[], Iterable[bytes]]:
@@ -78,10 +78,10 @@ class Portal:
         if entries is not None:
             listed = [*listed, {"path": RECEIPT, "bytes": len(self.files[RECEIPT]),
                                 "sha256": sha256(self.files[RECEIPT])}]
-        section = manifest_format.dataset_section(
+        section = release_format.dataset_section(
             study="demo", dataset_id="dataset-0001", created_at="2026-01-01T00:00:00Z", episodes=[], files=listed,
             dataset_receipt_sha256=sha256(self.files[RECEIPT]))
-        self.sign(manifest_format.dataset_manifest_bytes(dataset=section, signed_at="2026-01-01T00:00:00Z",
+        self.sign(release_format.dataset_manifest_bytes(dataset=section, signed_at="2026-01-01T00:00:00Z",
                                                          audit_chain_head={"seq": 1, "hash": "0" * 64}))
 
     def sign(self, manifest: bytes) -> None:
@@ -125,7 +125,7 @@ class Handler(BaseHTTPRequestHandler):
             blocks, length = portal.bodies[path]
             return self._send(200, None, what=path, blocks=blocks, length=length)
         if path == KEY:
-            return self._send(200, manifest_format.public_key_pem(portal.served_key.public_key()).encode())
+            return self._send(200, release_format.public_key_pem(portal.served_key.public_key()).encode())
         name = path.removeprefix("/files/")
         if not path.startswith("/files/") or name not in portal.files:
             return self._send(404, b'{"detail": "not found"}')
@@ -227,10 +227,10 @@ def test_a_clean_pull_verifies_pins_the_key_and_prints_its_fingerprint_every_run
     assert first.returncode == 0, first.stderr
     assert f"release key {fingerprint(portal.key)} of {portal.url}, first use: pinned in {known}" in first.stderr
     assert known.read_text() == (f"{portal.url} "
-                                 f"{base64.b64encode(manifest_format.public_key_raw(portal.key.public_key())).decode()}\n")
+                                 f"{base64.b64encode(release_format.public_key_raw(portal.key.public_key())).decode()}\n")
     assert files_under(dest) == sorted([*portal.files])
     assert all((dest / path).read_bytes() == data for path, data in portal.files.items())
-    manifest_format.verify_release(dest, portal.key.public_key())
+    release_format.verify_release(dest, portal.key.public_key())
 
     again = pull(portal, dest, known, "--known-portals", str(known))  # the option names the same file
     assert again.returncode == 0, again.stderr
@@ -272,7 +272,7 @@ def test_a_manifest_signed_with_another_key_fails_whichever_key_is_trusted(porta
     result = pull(portal, tmp_path / "served", known)
     refused_in_one_line(result, 1, f"{SIGNATURE}: the signature does not match {MANIFEST}")
     key_file = tmp_path / "key.pem"
-    key_file.write_text(manifest_format.public_key_pem(Ed25519PrivateKey.generate().public_key()))
+    key_file.write_text(release_format.public_key_pem(Ed25519PrivateKey.generate().public_key()))
     result = pull(portal, tmp_path / "given", known, "--public-key", str(key_file))
     refused_in_one_line(result, 1, f"{SIGNATURE}: the signature does not match {MANIFEST}")
     assert portal.file_requests() == []
@@ -469,4 +469,4 @@ def test_a_signal_stops_at_once_keeps_what_is_verified_and_the_next_run_resumes(
     assert "(2 fetched, 1 already in place)" in result.stdout
     assert ("data/chunk-000/file-000.parquet", f"bytes={half}-") in portal.requests
     assert RECEIPT not in portal.file_requests()
-    manifest_format.verify_release(dest, portal.key.public_key())
+    release_format.verify_release(dest, portal.key.public_key())

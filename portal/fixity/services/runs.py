@@ -28,8 +28,7 @@ from django.utils import timezone
 from django_scopes import scope, scopes_disabled
 
 from portal.audit.services import record
-from portal.core import leases
-from portal.core import storage as objects
+from portal.core import leases, storage
 from portal.fixity import registry
 from portal.fixity.exceptions import FixityBusy
 from portal.fixity.models import FixityProblem, FixityRun, FixityRunStudy
@@ -215,13 +214,13 @@ class _Pass:
     def check_object(self, store: Storage, unit: registry.Combined, item: registry.Expected, record: str,
                      tally: _Tally) -> None:
         try:
-            sha256, size = objects.digest(store, item.name)
+            sha256, size = storage.digest(store, item.name)
         except FileNotFoundError:
             self.problem(unit.study_id, Kind.MISSING, unit.storage, item.name,
                          f"{record} records it; it was listed but could not be opened (deleted meanwhile?)")
             return
         except Exception as exc:
-            if objects.is_transient(exc):
+            if storage.is_transient(exc):
                 raise  # the storage is away: the run stops, the next one checks this slice again
             self.problem(unit.study_id, Kind.UNREADABLE, unit.storage, item.name, f"cannot be read: {exc!r}")
             return

@@ -24,7 +24,7 @@ from portal.studies.models import ConsentEvent, Study
 from portal.studies.services.consent import consent_coverage
 
 State = Recording.State
-RELEASE = ConsentEvent.Scope.EPISODE_RELEASE
+EPISODE_RELEASE = ConsentEvent.Scope.EPISODE_RELEASE
 
 
 def claim_export(recording_id: int) -> Recording | None:
@@ -97,7 +97,7 @@ def export_recording(recording_id: int) -> Recording | None:
     if recording is None:
         return None
     # A withdrawal is never undone by a retry or a re-export: without covering consent now, nothing is exported.
-    coverage = consent_coverage(recording.demonstrator, recording.recorded_on, RELEASE)
+    coverage = consent_coverage(recording.demonstrator, recording.recorded_on, EPISODE_RELEASE)
     if not coverage.covered:
         fail_export(recording, f"export refused: the consent no longer covers this recording ({coverage.reason})")
         return recording

@@ -30,7 +30,7 @@ from portal.studies.services.demonstrators import create_demonstrator, normalise
 from portal.studies.services.headsets import headset_for_recording
 
 State = Recording.State
-RELEASE = ConsentEvent.Scope.EPISODE_RELEASE
+EPISODE_RELEASE = ConsentEvent.Scope.EPISODE_RELEASE
 AUDIO_RETENTION = ConsentEvent.Scope.RAW_AUDIO_RETENTION
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -242,7 +242,7 @@ def check_registry(recording: Recording) -> RegistryCheck:
         except RegistryError as exc:
             problems.append(str(exc))
     if check.demonstrator is not None:
-        release = consent_coverage(check.demonstrator, on, RELEASE)
+        release = consent_coverage(check.demonstrator, on, EPISODE_RELEASE)
         if not release.covered:
             problems.append(f"demonstrator {check.demonstrator.designator}: {release.reason}")
         check.audio_consent = is_covered(check.demonstrator, on, AUDIO_RETENTION)

@@ -1,1 +1,2 @@
-"""Release services, one module per job: requests, gate, approval, publish (the release job), manifest."""
+"""Release services, one module per job: release_requests (draft, submit, reject), gate, approval, publish (the
+release job), manifest."""

@@ -23,7 +23,7 @@ from portal.releases.exceptions import ApprovalRefused, ReleaseError, SecondFact
 from portal.releases.models import Approval, ReleaseRequest
 from portal.releases.services import manifest
 from portal.releases.services.gate import require_passing
-from portal.releases.services.requests import set_state
+from portal.releases.services.release_requests import set_state
 from portal.studies.models import Study
 
 State = ReleaseRequest.State
@@ -70,9 +70,9 @@ def _check_second_factor(user, study: Study, evidence: SecondFactor) -> str:
     return "code"
 
 
-def approve(actor, request: ReleaseRequest, *, manifest_sha256: str,
+def approve(actor, release: ReleaseRequest, *, manifest_sha256: str,
             second_factor: SecondFactor = SecondFactor()) -> Approval:
-    """Record ``actor``'s approval of ``request`` and, once the number of distinct ethics officers frozen on the
+    """Record ``actor``'s approval of ``release`` and, once the number of distinct ethics officers frozen on the
     request at submission have approved, mark it approved and queue the release.
 
     Refused: anyone but an ethics officer of the request's study; the requester (also when they hold both
@@ -81,46 +81,46 @@ def approve(actor, request: ReleaseRequest, *, manifest_sha256: str,
     factor that is not fresh when the study or ``CERES_REQUIRE_2FA`` asks for one. The request's row is locked,
     so officers approving at the same instant are counted one after the other.
     """
-    study = request.study
+    study = release.study
     if not getattr(actor, "is_authenticated", False):
         raise ApprovalRefused("an approval needs a signed-in ethics officer")
     if not has_role(actor, study, Role.ETHICS_OFFICER):
         raise ApprovalRefused(f"only an ethics officer of study {study.code} can approve its releases")
-    if actor.pk == request.requested_by_id:
-        raise ApprovalRefused(f"you asked for {request.release_id}; another ethics officer must approve it "
+    if actor.pk == release.requested_by_id:
+        raise ApprovalRefused(f"you asked for {release.release_id}; another ethics officer must approve it "
                               f"(four eyes)")
     how = _check_second_factor(actor, study, second_factor)
     with transaction.atomic():
-        lock_fresh(request)
-        if request.state != State.AWAITING_APPROVAL:
-            raise ReleaseError(f"{request.release_id} is {request.get_state_display().lower()}, not awaiting "
+        lock_fresh(release)
+        if release.state != State.AWAITING_APPROVAL:
+            raise ReleaseError(f"{release.release_id} is {release.get_state_display().lower()}, not awaiting "
                                f"approval")
         # The number frozen when the request was submitted: what the officers decide under.
-        required = request.approvals_required
+        required = release.approvals_required
         if required is None:
-            raise ReleaseError(f"{request.release_id} holds no number of approvals it needs; it cannot be approved")
-        current = manifest.section_digest(request)
-        if current != request.manifest_sha256:
-            raise ReleaseError(f"{request.release_id}'s manifest no longer has the digest it was made with; "
+            raise ReleaseError(f"{release.release_id} holds no number of approvals it needs; it cannot be approved")
+        current = manifest.section_digest(release)
+        if current != release.manifest_sha256:
+            raise ReleaseError(f"{release.release_id}'s manifest no longer has the digest it was made with; "
                                f"it cannot be approved")
         if manifest_sha256 != current:
             raise ApprovalRefused(f"the manifest you approve ({manifest_sha256 or 'none given'}) is not "
-                                  f"{request.release_id}'s ({current}); reload the request and review it again")
-        earlier = Approval.objects.filter(request=request, officer=actor).first()
+                                  f"{release.release_id}'s ({current}); reload the request and review it again")
+        earlier = Approval.objects.filter(request=release, officer=actor).first()
         if earlier is not None:
-            raise ReleaseError(f"you approved {request.release_id} already, at "
+            raise ReleaseError(f"you approved {release.release_id} already, at "
                                f"{earlier.approved_at:%Y-%m-%d %H:%M}; one officer's approval counts once")
-        require_passing(request, "approved")
-        approval = Approval.objects.create(study=study, request=request, officer=actor,
+        require_passing(release, "approved")
+        approval = Approval.objects.create(study=study, request=release, officer=actor,
                                            officer_name=actor.get_username(), approved_at=timezone.now(),
                                            manifest_sha256=current)
-        count = Approval.objects.filter(request=request).count()
-        record(actor, "release.approval_given", request, after={
+        count = Approval.objects.filter(request=release).count()
+        record(actor, "release.approval_given", release, after={
             "officer": approval.officer_name, "manifest_sha256": current, "approved_at": rfc3339(approval.approved_at),
             "approvals": count, "required": required, "second_factor": how})
         if count >= required:
-            officers = list(Approval.objects.filter(request=request).values_list("officer_name", flat=True))
-            set_state(actor, request, State.APPROVED, action="release.approved", decided_at=approval.approved_at,
+            officers = list(Approval.objects.filter(request=release).values_list("officer_name", flat=True))
+            set_state(actor, release, State.APPROVED, action="release.approved", decided_at=approval.approved_at,
                       after={"approved_by": officers})
-            queue.enqueue("releases.publish_release", request.pk)
+            queue.enqueue("releases.publish_release", release.pk)
     return approval

@@ -95,10 +95,10 @@ class Gate:
         return "; ".join(f"{failure['episode']}: {', '.join(failure['problems'])}" for failure in self.failures())
 
 
-def evaluate(request: ReleaseRequest, *, now: datetime | None = None, item: ReleaseItem | None = None) -> Gate:
+def evaluate(release: ReleaseRequest, *, now: datetime | None = None, item: ReleaseItem | None = None) -> Gate:
     """The checklist of every episode of the request (or of its one ``item``), as of ``now``."""
     now = now or timezone.now()
-    items = request.items.filter(pk=item.pk) if item is not None else request.items.all()
+    items = release.items.filter(pk=item.pk) if item is not None else release.items.all()
     items = items.select_related("episode", "episode__recording__study", "episode__recording__headset",
                                  "episode__recording__demonstrator")
     events: dict[int, list[ConsentEvent]] = {}
@@ -121,11 +121,11 @@ def evaluate(request: ReleaseRequest, *, now: datetime | None = None, item: Rele
     return gate
 
 
-def require_passing(request: ReleaseRequest, what: str) -> Gate:
+def require_passing(release: ReleaseRequest, what: str) -> Gate:
     """``GateFailed`` naming every failing episode and why, unless the whole gate passes."""
-    gate = evaluate(request)
+    gate = evaluate(release)
     if not gate.passed:
-        raise GateFailed(f"{request.release_id} cannot be {what}: the release gate fails for "
+        raise GateFailed(f"{release.release_id} cannot be {what}: the release gate fails for "
                          f"{gate.message()}", gate.failures())
     return gate
 
@@ -255,16 +255,16 @@ def _inspect(item: ReleaseItem) -> dict[str, Any]:
         }
 
 
-def inspect_request(request: ReleaseRequest) -> int:
+def inspect_request(release: ReleaseRequest) -> int:
     """Read the stored shard of every item not yet inspected (idempotent); returns how many were read."""
     done = 0
-    for item in request.items.filter(inspected_at__isnull=True).select_related("episode__recording__study"):
+    for item in release.items.filter(inspected_at__isnull=True).select_related("episode__recording__study"):
         try:
             result = _inspect(item)
         except (FileNotFoundError, ValueError, SourceError) as exc:
             result = {"inspection_error": str(exc)}
         with transaction.atomic():
             ReleaseItem.objects.filter(pk=item.pk).update(inspected_at=timezone.now(), **result)
-            record(None, "release.episode_inspected", request, after={"episode": item.folder, **result})
+            record(None, "release.episode_inspected", release, after={"episode": item.folder, **result})
         done += 1
     return done

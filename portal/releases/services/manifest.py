@@ -33,42 +33,42 @@ def key_fingerprint() -> str:
     return release_format.fingerprint(public_key())
 
 
-def section(request: ReleaseRequest, items: list[ReleaseItem] | None = None) -> dict[str, Any]:
+def section(release: ReleaseRequest, items: list[ReleaseItem] | None = None) -> dict[str, Any]:
     """What ethics officers are shown and approve: the request's frozen episodes and every file. Built only from
     what the request froze when it was made (the study's code, the requester's name, each episode's capture id,
     receipt and files), never from rows a rename or an edit may change since."""
-    items = items if items is not None else list(request.items.all())
+    items = items if items is not None else list(release.items.all())
     return release_format.release_section(
-        study=request.study_code, release_id=request.release_id, purpose=request.purpose,
-        requested_by=request.requested_by_name, requested_at=rfc3339(request.created_at),
+        study=release.study_code, release_id=release.release_id, purpose=release.purpose,
+        requested_by=release.requested_by_name, requested_at=rfc3339(release.created_at),
         episodes=[{"episode_index": item.episode_index, "episode_id": item.capture_id,
                    "receipt_sha256": item.receipt_sha256, "files": item.files} for item in items],
-        **_superseding(request))
+        **_superseding(release))
 
 
-def _superseding(request: ReleaseRequest) -> dict[str, Any]:
+def _superseding(release: ReleaseRequest) -> dict[str, Any]:
     """What a release made by a withdrawal names: the release it supersedes (by number and manifest digest), the
     withdrawal and the approvals it carries; a superseding release made before they were kept names only the
     release (its manifest keeps the bytes it was approved with)."""
-    if not request.supersedes_id:
+    if not release.supersedes_id:
         return {}
-    named = request.superseding or {}
+    named = release.superseding or {}
     if not named:
-        return {"supersedes": request.supersedes.release_id}
+        return {"supersedes": release.supersedes.release_id}
     return {"supersedes": {key: named[key] for key in ("release_id", "number", "manifest_sha256")},
             "withdrawal": named["withdrawal"], "carried_approvals": named.get("carried_approvals") or None}
 
 
-def section_digest(request: ReleaseRequest, items: list[ReleaseItem] | None = None) -> str:
-    return release_format.section_digest(section(request, items))
+def section_digest(release: ReleaseRequest, items: list[ReleaseItem] | None = None) -> str:
+    return release_format.section_digest(section(release, items))
 
 
-def _recorded(request: ReleaseRequest) -> dict[str, list[dict[str, Any]]]:
+def _recorded(release: ReleaseRequest) -> dict[str, list[dict[str, Any]]]:
     """What the audit log recorded when the request was made, submitted and approved (each event's ``after``)."""
     recorded: dict[str, list[dict[str, Any]]] = {action: [] for action in RECORDED}
     for action, after in AuditEvent.objects.filter(
             target_type=f"{ReleaseRequest._meta.app_label}.{ReleaseRequest._meta.model_name}",
-            target_id=str(request.pk), action__in=RECORDED).order_by("seq").values_list("action", "after"):
+            target_id=str(release.pk), action__in=RECORDED).order_by("seq").values_list("action", "after"):
         recorded[action].append(after or {})
     return recorded
 
@@ -76,12 +76,12 @@ def _recorded(request: ReleaseRequest) -> dict[str, list[dict[str, Any]]]:
 RECORDED = ("release.requested", "release.submitted", "release.approval_given", "release.approval_carried_over")
 
 
-def carries_approvals(request: ReleaseRequest) -> bool:
+def carries_approvals(release: ReleaseRequest) -> bool:
     """A release made by a withdrawal that carries the superseded release's approvals instead of new ones."""
-    return bool(request.supersedes_id and (request.superseding or {}).get("carried_approvals"))
+    return bool(release.supersedes_id and (release.superseding or {}).get("carried_approvals"))
 
 
-def approval_mismatches(request: ReleaseRequest) -> list[str]:
+def approval_mismatches(release: ReleaseRequest) -> list[str]:
     """Why what would be signed now is not what was approved (empty when it is).
 
     The section rebuilt from the request's rows must have the digest the request was made with, that every
@@ -90,19 +90,19 @@ def approval_mismatches(request: ReleaseRequest) -> list[str]:
     needed when it was submitted (the larger of its row and the audit log's record of it). A row changed, added
     or removed after the approval by someone who can write to the database stops the release. A release that
     carries a superseded release's approvals is checked for what it is instead (``carried_mismatches``)."""
-    if carries_approvals(request):
-        return carried_mismatches(request)
-    current = section_digest(request)
+    if carries_approvals(release):
+        return carried_mismatches(release)
+    current = section_digest(release)
     problems = []
-    if current != request.manifest_sha256:
-        problems.append(f"the manifest section's digest is {current}, not the approved {request.manifest_sha256}")
-    recorded = _recorded(request)
+    if current != release.manifest_sha256:
+        problems.append(f"the manifest section's digest is {current}, not the approved {release.manifest_sha256}")
+    recorded = _recorded(release)
     made = [after.get("manifest_sha256") for after in recorded["release.requested"]]
     if made and current not in made:
         problems.append(f"the manifest section's digest is {current}, not the {made[-1]} the audit log recorded "
                         f"when the request was made")
     given = recorded["release.approval_given"] + recorded["release.approval_carried_over"]
-    approvals = list(Approval.objects.filter(request=request).order_by("approved_at", "pk"))
+    approvals = list(Approval.objects.filter(request=release).order_by("approved_at", "pk"))
     for approval in approvals:
         if approval.manifest_sha256 != current:
             problems.append(f"the approval of {approval.officer_name!r} names {approval.manifest_sha256}, "
@@ -115,7 +115,7 @@ def approval_mismatches(request: ReleaseRequest) -> list[str]:
                             f"recorded")
     frozen = [after["approvals_required"] for after in recorded["release.requested"] + recorded["release.submitted"]
               if after.get("approvals_required")]
-    needed = max([request.approvals_required or 0, *frozen])
+    needed = max([release.approvals_required or 0, *frozen])
     officers = len({approval.officer_id for approval in approvals})
     if not needed or officers < needed:
         problems.append(f"{officers} ethics officer(s) approved; the request needs {needed or 'an unknown number'}")
@@ -132,7 +132,7 @@ def _item_entry(item: ReleaseItem) -> tuple:
             sorted((f["path"], f["bytes"], f["sha256"]) for f in item.files))
 
 
-def carried_mismatches(request: ReleaseRequest) -> list[str]:
+def carried_mismatches(release: ReleaseRequest) -> list[str]:
     """Why a release made by a withdrawal may not be signed with the approvals it carries (empty when it may).
 
     Its section, rebuilt from its rows, must have the digest it was made with (and the audit log recorded); it
@@ -144,24 +144,24 @@ def carried_mismatches(request: ReleaseRequest) -> list[str]:
     from portal.research.models import Withdrawal  # research builds on releases
 
     problems = []
-    current = section_digest(request)
-    if current != request.manifest_sha256:
-        problems.append(f"the manifest section's digest is {current}, not the {request.manifest_sha256} it was "
+    current = section_digest(release)
+    if current != release.manifest_sha256:
+        problems.append(f"the manifest section's digest is {current}, not the {release.manifest_sha256} it was "
                         f"made with")
-    recorded = _recorded(request)
+    recorded = _recorded(release)
     made = [after.get("manifest_sha256") for after in recorded["release.requested"]]
     if current not in made:
         problems.append(f"the manifest section's digest is {current}, not one the audit log recorded when the "
                         f"request was made")
-    named = request.superseding
-    old = ReleaseRequest.objects.get(pk=request.supersedes_id)
+    named = release.superseding
+    old = ReleaseRequest.objects.get(pk=release.supersedes_id)
     if old.state != State.SUPERSEDED:
         problems.append(f"{old.release_id} is {old.state}, not superseded")
     if (named.get("release_id"), named.get("number"), named.get("manifest_sha256")) != (
             old.release_id, old.number, old.manifest_sha256):
         problems.append(f"the section names {named.get('release_id')} with manifest {named.get('manifest_sha256')}, "
                         f"not {old.release_id} with {old.manifest_sha256}")
-    kept = {item.episode_index: _item_entry(item) for item in request.items.all()}
+    kept = {item.episode_index: _item_entry(item) for item in release.items.all()}
     approved = {item.episode_index: _item_entry(item) for item in old.items.all()}
     for index, entry in sorted(kept.items()):
         if approved.get(index) != entry:
@@ -169,7 +169,7 @@ def carried_mismatches(request: ReleaseRequest) -> list[str]:
     removed = sorted(approved.keys() - kept.keys())
     if not removed:
         problems.append(f"it removes no episode from {old.release_id}: not a strict subset of what was approved")
-    withdrawal = Withdrawal.objects.filter(pk=named.get("withdrawal"), study_id=request.study_id).first()
+    withdrawal = Withdrawal.objects.filter(pk=named.get("withdrawal"), study_id=release.study_id).first()
     reached = [] if withdrawal is None else [r.get("episodes") for r in (withdrawal.reach or {}).get("releases", [])
                                              if r.get("id") == old.pk]
     if withdrawal is None or not reached or not set(removed) <= set(reached[0] or []):
@@ -182,7 +182,7 @@ def carried_mismatches(request: ReleaseRequest) -> list[str]:
         problems.append(f"the approvals it names as carried are not those of {old.release_id}")
     if any(a["manifest_sha256"] != old.manifest_sha256 for a in originals):
         problems.append(f"an approval of {old.release_id} names another manifest than its {old.manifest_sha256}")
-    approvals = list(Approval.objects.filter(request=request).select_related("carried_over_from"))
+    approvals = list(Approval.objects.filter(request=release).select_related("carried_over_from"))
     given = recorded["release.approval_carried_over"]
     for approval in approvals:
         source = approval.carried_over_from
@@ -194,7 +194,7 @@ def carried_mismatches(request: ReleaseRequest) -> list[str]:
                             f"the audit log recorded")
     if sorted(map(_approval_entry, approvals), key=lambda a: (a["approved_at"], a["officer"])) != carried:
         problems.append("its approvals are not exactly the approvals its section names as carried")
-    needed = max(request.approvals_required or 0, old.approvals_required or 0)
+    needed = max(release.approvals_required or 0, old.approvals_required or 0)
     officers = len({approval.officer_id for approval in approvals})
     if not needed or officers < needed:
         problems.append(f"{officers} ethics officer(s) approval(s) carried; it needs {needed or 'an unknown number'}")
@@ -207,12 +207,12 @@ def chain_head() -> dict[str, Any]:
     return {"seq": head.seq, "hash": head.hash} if head else {"seq": 0, "hash": "0" * 64}
 
 
-def signed_manifest(request: ReleaseRequest, *, released_at) -> tuple[bytes, bytes]:
+def signed_manifest(release: ReleaseRequest, *, released_at) -> tuple[bytes, bytes]:
     """The manifest's exact bytes and their Ed25519 signature."""
     approvals = [{**_approval_entry(approval), **({"carried_over_from": approval.carried_over_from.request.release_id}
-                                                   if carries_approvals(request) else {})}
-                 for approval in Approval.objects.filter(request=request).select_related(
+                                                   if carries_approvals(release) else {})}
+                 for approval in Approval.objects.filter(request=release).select_related(
                      "carried_over_from__request")]
-    data = release_format.manifest_bytes(release=section(request), approvals=approvals,
+    data = release_format.manifest_bytes(release=section(release), approvals=approvals,
                                          released_at=rfc3339(released_at), audit_chain_head=chain_head())
     return data, release_format.sign(signing_key(), data)

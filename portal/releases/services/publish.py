@@ -33,7 +33,7 @@ from portal.fixity.services.alerts import raise_alert
 from portal.releases.exceptions import ReleaseError
 from portal.releases.models import Release, ReleaseRequest
 from portal.releases.services import gate, manifest
-from portal.releases.services.requests import set_state
+from portal.releases.services.release_requests import set_state
 from portal.studies.models import Demonstrator
 
 State = ReleaseRequest.State
@@ -42,50 +42,50 @@ State = ReleaseRequest.State
 def claim_release(request_id: int) -> ReleaseRequest | None:
     """Take the release lease; None when there is nothing to do (not approved, already released, failed)."""
     with transaction.atomic():
-        request = ReleaseRequest.objects.select_for_update(of=("self",), no_key=True).select_related("study").get(
+        release = ReleaseRequest.objects.select_for_update(of=("self",), no_key=True).select_related("study").get(
             pk=request_id)
-        if request.state not in (State.APPROVED, State.RELEASING):
+        if release.state not in (State.APPROVED, State.RELEASING):
             return None
-        release = leases.lock(Release, request=request, missing_ok=True)
-        if release is None:
-            total = sum(len(files) for files in request.items.values_list("files", flat=True)) + 2
-            release = Release(study=request.study, request=request, prefix=request.prefix, objects_total=total)
-        leases.take(release)
-        release.save()
-        if request.state == State.APPROVED:
-            set_state(None, request, State.RELEASING, action="release.started",
-                      after={"prefix": release.prefix, "objects_total": release.objects_total})
+        executed = leases.lock(Release, request=release, missing_ok=True)
+        if executed is None:
+            total = sum(len(files) for files in release.items.values_list("files", flat=True)) + 2
+            executed = Release(study=release.study, request=release, prefix=release.prefix, objects_total=total)
+        leases.take(executed)
+        executed.save()
+        if release.state == State.APPROVED:
+            set_state(None, release, State.RELEASING, action="release.started",
+                      after={"prefix": executed.prefix, "objects_total": executed.objects_total})
         else:
-            record(None, "release.resumed", request, after={"attempt": release.attempts,
-                                                             "objects_copied_before": release.objects_copied})
-        return request
+            record(None, "release.resumed", release, after={"attempt": executed.attempts,
+                                                             "objects_copied_before": executed.objects_copied})
+        return release
 
 
-def _heartbeat(release: Release, copied: int, found: int) -> None:
-    leases.renew(release, objects_copied=copied, objects_found=found)
+def _heartbeat(executed: Release, copied: int, found: int) -> None:
+    leases.renew(executed, objects_copied=copied, objects_found=found)
 
 
 def publish_release(request_id: int) -> ReleaseRequest | None:
     """Copy, check, sign, check again, and only then mark the request released. An object that does not match
     its receipt, or a shard object gone, fails the release visibly; storage errors propagate (the task retries)."""
-    request = claim_release(request_id)
-    if request is None:
+    release = claim_release(request_id)
+    if release is None:
         return None
     try:
-        _require_approved(request)
-        _require_consent(request)
-        _publish(request)
+        _require_approved(release)
+        _require_consent(release)
+        _publish(release)
     except NotApproved as exc:
         # Nothing that was not approved stays in the releases storage, not even unsigned.
-        storage.delete_prefix(storage.releases(), request.prefix)
-        fail_not_approved(request, exc.problems)
+        storage.delete_prefix(storage.releases(), release.prefix)
+        fail_not_approved(release, exc.problems)
     except ConsentGone as exc:
         # Nothing of a withdrawn person stays in the releases storage, not even in a release never published.
-        storage.delete_prefix(storage.releases(), request.prefix)
-        fail_release(request, f"release failed: {exc}")
+        storage.delete_prefix(storage.releases(), release.prefix)
+        fail_release(release, f"release failed: {exc}")
     except (ObjectMismatch, FileNotFoundError) as exc:
-        fail_release(request, f"release failed: {exc}")
-    return request
+        fail_release(release, f"release failed: {exc}")
+    return release
 
 
 class NotApproved(Exception):
@@ -96,11 +96,11 @@ class NotApproved(Exception):
         self.problems = problems
 
 
-def _require_approved(request: ReleaseRequest) -> None:
+def _require_approved(release: ReleaseRequest) -> None:
     """The manifest section rebuilt from the request's rows now must have the digest the request was made with and
     every approval names, with as many approvals as the request needs: before copying, at signing and once more
     before the request is marked released. A row changed after the approval (by a database writer) stops it."""
-    problems = manifest.approval_mismatches(request)
+    problems = manifest.approval_mismatches(release)
     if problems:
         raise NotApproved(problems)
 
@@ -109,12 +109,12 @@ class ConsentGone(Exception):
     """An episode of an approved request lost its consent (a withdrawal) before it was released."""
 
 
-def _require_consent(request: ReleaseRequest, *, lock: bool = False) -> None:
+def _require_consent(release: ReleaseRequest, *, lock: bool = False) -> None:
     """A withdrawal between approval and release stops the release: consent and withdrawal are checked again,
     before copying and (``lock``, inside the transaction that marks the request released) once more after the
     demonstrators' rows are locked. A withdrawal locks the same row, so one recorded while the objects were being
     copied is either seen here or commits after the release, whose reach then holds it."""
-    items = list(request.items.select_related("episode__recording__demonstrator"))
+    items = list(release.items.select_related("episode__recording__demonstrator"))
     if lock:
         people = {item.episode.recording.demonstrator_id for item in items} - {None}
         list(Demonstrator.objects.select_for_update(no_key=True).filter(pk__in=sorted(people)).values_list(
@@ -126,13 +126,13 @@ def _require_consent(request: ReleaseRequest, *, lock: bool = False) -> None:
         raise ConsentGone("; ".join(failing))
 
 
-def _publish(request: ReleaseRequest) -> None:
-    release = Release.objects.get(request=request)
+def _publish(release: ReleaseRequest) -> None:
+    executed = Release.objects.get(request=release)
     shards, releases = storage.shards(), storage.releases()
     # One listing first: an object not there yet (every object, on a first attempt) is copied without a read.
-    present = set(storage.walk(releases, release.prefix))
-    copies = [(item.episode.prefix + entry["path"], f"{release.prefix}{item.folder}/{entry['path']}", entry)
-              for item in request.items.select_related("episode__study") for entry in item.files]
+    present = set(storage.walk(releases, executed.prefix))
+    copies = [(item.episode.prefix + entry["path"], f"{executed.prefix}{item.folder}/{entry['path']}", entry)
+              for item in release.items.select_related("episode__study") for entry in item.files]
     expected = {name for _, name, _ in copies}
 
     def place(copy: tuple[str, str, dict]) -> bool:
@@ -153,13 +153,13 @@ def _publish(request: ReleaseRequest) -> None:
             for future in as_completed(futures):  # progress as copies finish, in whatever order
                 copied += 1
                 found += future.result()
-                _heartbeat(release, copied, found)
+                _heartbeat(executed, copied, found)
         except BaseException:
             pool.shutdown(cancel_futures=True)
             raise
-    data, signature = _sign_once(request)
+    data, signature = _sign_once(release)
     for filename, content in ((MANIFEST, data), (SIGNATURE, signature)):
-        name = release.prefix + filename
+        name = executed.prefix + filename
         expected.add(name)
         sha256, size = bytes_digest(content)
         if storage.matches(releases, name, sha256, size):
@@ -167,22 +167,22 @@ def _publish(request: ReleaseRequest) -> None:
         else:
             storage.put_checked(releases, name, ContentFile(content), sha256, size)
         copied += 1
-        _heartbeat(release, copied, found)
-    present = set(storage.walk(releases, release.prefix))
+        _heartbeat(executed, copied, found)
+    present = set(storage.walk(releases, executed.prefix))
     if present != expected:
         missing, extra = sorted(expected - present), sorted(present - expected)
         raise ObjectMismatch(f"the release prefix does not hold exactly the manifest's objects (missing: "
                              f"{missing[:3]}, extra: {extra[:3]})")
     with transaction.atomic():
-        lock_fresh(request)
-        _require_approved(request)
-        _require_consent(request, lock=True)
-        release = Release.objects.select_for_update(no_key=True).get(request=request)
-        release.finished_at, release.lease_until, release.last_error = timezone.now(), None, ""
-        release.save(update_fields=["finished_at", "lease_until", "last_error"])
-        set_state(None, request, State.RELEASED, action="release.published", reason="",
-                  after={"prefix": release.prefix, "objects": len(expected), "found_in_place": found,
-                         "manifest_sha256": release.manifest_sha256, "key_fingerprint": release.key_fingerprint})
+        lock_fresh(release)
+        _require_approved(release)
+        _require_consent(release, lock=True)
+        executed = Release.objects.select_for_update(no_key=True).get(request=release)
+        executed.finished_at, executed.lease_until, executed.last_error = timezone.now(), None, ""
+        executed.save(update_fields=["finished_at", "lease_until", "last_error"])
+        set_state(None, release, State.RELEASED, action="release.published", reason="",
+                  after={"prefix": executed.prefix, "objects": len(expected), "found_in_place": found,
+                         "manifest_sha256": executed.manifest_sha256, "key_fingerprint": executed.key_fingerprint})
 
 
 def _copy(shards, source: str, releases, name: str, entry: dict) -> None:
@@ -197,63 +197,63 @@ def _copy(shards, source: str, releases, name: str, entry: dict) -> None:
         storage.put_checked(releases, name, local, entry["sha256"], entry["bytes"])
 
 
-def _sign_once(request: ReleaseRequest) -> tuple[bytes, bytes]:
+def _sign_once(release: ReleaseRequest) -> tuple[bytes, bytes]:
     """The manifest's bytes and signature: made and kept on the first attempt that gets this far."""
     with transaction.atomic():
-        release = Release.objects.select_for_update(no_key=True).get(request=request)
-        if release.manifest:
-            return bytes(release.manifest), bytes(release.signature)
-        _require_approved(request)
+        executed = Release.objects.select_for_update(no_key=True).get(request=release)
+        if executed.manifest:
+            return bytes(executed.manifest), bytes(executed.signature)
+        _require_approved(release)
         now = timezone.now()
-        data, signature = manifest.signed_manifest(request, released_at=now)
-        release.manifest, release.signature = data, signature
-        release.manifest_sha256 = bytes_digest(data)[0]
-        release.key_fingerprint = manifest.key_fingerprint()
-        release.signed_at = now
-        release.save(update_fields=["manifest", "signature", "manifest_sha256", "key_fingerprint", "signed_at"])
-        record(None, "release.signed", request, after={"manifest_sha256": release.manifest_sha256,
-                                                        "key_fingerprint": release.key_fingerprint})
+        data, signature = manifest.signed_manifest(release, released_at=now)
+        executed.manifest, executed.signature = data, signature
+        executed.manifest_sha256 = bytes_digest(data)[0]
+        executed.key_fingerprint = manifest.key_fingerprint()
+        executed.signed_at = now
+        executed.save(update_fields=["manifest", "signature", "manifest_sha256", "key_fingerprint", "signed_at"])
+        record(None, "release.signed", release, after={"manifest_sha256": executed.manifest_sha256,
+                                                        "key_fingerprint": executed.key_fingerprint})
     return data, signature
 
 
-def note_retry(request: ReleaseRequest, exc: BaseException, countdown: float) -> None:
+def note_retry(release: ReleaseRequest, exc: BaseException, countdown: float) -> None:
     """A transient storage error: the lease is given back and the task retries after ``countdown`` seconds."""
-    leases.give_back(Release.objects.filter(request=request), last_error=leases.retry_note(exc, countdown))
+    leases.give_back(Release.objects.filter(request=release), last_error=leases.retry_note(exc, countdown))
 
 
-def fail_release(request: ReleaseRequest, reason: str) -> None:
+def fail_release(release: ReleaseRequest, reason: str) -> None:
     """The release job gave up: the request shows why; a coordinator or ethics officer may retry it."""
     with transaction.atomic():
-        lock_fresh(request)
-        leases.give_back(Release.objects.filter(request=request), last_error=reason)
-        if request.can_move_to(State.FAILED):
-            set_state(None, request, State.FAILED, action="release.failed", reason=reason)
+        lock_fresh(release)
+        leases.give_back(Release.objects.filter(request=release), last_error=reason)
+        if release.can_move_to(State.FAILED):
+            set_state(None, release, State.FAILED, action="release.failed", reason=reason)
 
 
-def fail_not_approved(request: ReleaseRequest, problems: list[str]) -> None:
+def fail_not_approved(release: ReleaseRequest, problems: list[str]) -> None:
     """Refuse to sign what was not approved, visibly: the release fails with the reason, the study's coordinators
     and ethics officers get an alert, and the audit log names each difference."""
     reason = (f"release failed: what would be signed is not what the ethics officers approved ("
               f"{'; '.join(problems)}); nothing was signed or published")
     with transaction.atomic():
-        fail_release(request, reason)
-        record(None, "release.integrity_failed", request, after={"manifest_sha256": request.manifest_sha256,
+        fail_release(release, reason)
+        record(None, "release.integrity_failed", release, after={"manifest_sha256": release.manifest_sha256,
                                                                   "problems": problems})
-        raise_alert(request.study, kind=Alert.Kind.RELEASE_INTEGRITY,
-                    message=f"{request.release_id} of study {request.study.code} was not published: what would be "
+        raise_alert(release.study, kind=Alert.Kind.RELEASE_INTEGRITY,
+                    message=f"{release.release_id} of study {release.study.code} was not published: what would be "
                             f"signed is not what the ethics officers approved: {'; '.join(problems)}")
 
 
-def retry_release(actor, request: ReleaseRequest) -> ReleaseRequest:
+def retry_release(actor, release: ReleaseRequest) -> ReleaseRequest:
     """Queue a failed release again; objects already in place are kept and counted, not copied again."""
-    study = request.study
+    study = release.study
     if not (has_role(actor, study, Role.COORDINATOR) or has_role(actor, study, Role.ETHICS_OFFICER)):
         raise ReleaseError(f"only a coordinator or ethics officer of study {study.code} can retry a release")
     with transaction.atomic():
-        lock_fresh(request)
-        if request.state != State.FAILED:
-            raise ReleaseError(f"only a failed release can be retried; {request.release_id} is "
-                               f"{request.get_state_display().lower()}")
-        set_state(actor, request, State.RELEASING, action="release.retried", reason="")
-        queue.enqueue("releases.publish_release", request.pk)
-    return request
+        lock_fresh(release)
+        if release.state != State.FAILED:
+            raise ReleaseError(f"only a failed release can be retried; {release.release_id} is "
+                               f"{release.get_state_display().lower()}")
+        set_state(actor, release, State.RELEASING, action="release.retried", reason="")
+        queue.enqueue("releases.publish_release", release.pk)
+    return release

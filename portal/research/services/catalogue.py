@@ -23,13 +23,13 @@ ON_ITS_WAY = (ReleaseRequest.State.AWAITING_APPROVAL, ReleaseRequest.State.APPRO
               ReleaseRequest.State.RELEASING, ReleaseRequest.State.FAILED)
 
 
-def serving(request: ReleaseRequest) -> bool:
-    """Whether episodes of ``request`` may be given out: it is published, or superseded with its successor on
+def serving(release: ReleaseRequest) -> bool:
+    """Whether episodes of ``release`` may be given out: it is published, or superseded with its successor on
     its way (only the episodes its successor holds, then)."""
-    if request.state == RELEASED:
+    if release.state == RELEASED:
         return True
-    return request.state == SUPERSEDED and ReleaseRequest.objects.filter(
-        supersedes=request, state__in=ON_ITS_WAY).exists()
+    return release.state == SUPERSEDED and ReleaseRequest.objects.filter(
+        supersedes=release, state__in=ON_ITS_WAY).exists()
 
 
 def _kept() -> Exists:
@@ -88,31 +88,31 @@ def released_item(number: int, episode_index: int) -> ReleaseItem:
 def successor_item(number: int, episode_index: int) -> ReleaseItem | None:
     """The same episode in the release that superseded release ``number`` (through every withdrawal since), once
     that one serves it: where an old bookmark leads. None when none does (the old one may still serve it)."""
-    request = ReleaseRequest.objects.filter(number=number, state=SUPERSEDED).first()
-    while request is not None:
-        successor = ReleaseRequest.objects.filter(supersedes=request).first()
+    release = ReleaseRequest.objects.filter(number=number, state=SUPERSEDED).first()
+    while release is not None:
+        successor = ReleaseRequest.objects.filter(supersedes=release).first()
         if successor is None or not successor.items.filter(episode_index=episode_index).exists():
             return None
         if serving(successor):
             return successor.items.get(episode_index=episode_index)
-        request = successor if successor.state == SUPERSEDED else None
+        release = successor if successor.state == SUPERSEDED else None
     return None
 
 
-def release_files(request: ReleaseRequest) -> dict[str, tuple[str, int | None]]:
+def release_files(release: ReleaseRequest) -> dict[str, tuple[str, int | None]]:
     """Every object of a published release by its path in the release folder: its storage key, and the study
     episode it belongs to (None for the manifest and its signature). Of a superseded release still serving, the
     files of the episodes its successor holds (its manifest names withdrawn episodes no longer there)."""
-    if request.state == SUPERSEDED:
+    if release.state == SUPERSEDED:
         files = {}
-        items = ReleaseItem.objects.filter(request=request).filter(_kept())
+        items = ReleaseItem.objects.filter(request=release).filter(_kept())
     else:
-        files = {name: (request.prefix + name, None) for name in (MANIFEST, SIGNATURE)}
-        items = request.items.all()
+        files = {name: (release.prefix + name, None) for name in (MANIFEST, SIGNATURE)}
+        items = release.items.all()
     for item in items.only("episode_index", "files"):
         for entry in item.files:
             path = f"{item.folder}/{entry['path']}"
-            files[path] = (request.prefix + path, item.episode_index)
+            files[path] = (release.prefix + path, item.episode_index)
     return files
 
 
@@ -120,10 +120,10 @@ def unavailable(items: list[ReleaseItem]) -> list[str]:
     """Why each of ``items`` may not be given out now (empty: all may): its release is no longer published (nor
     superseded by one that serves the same episode), or its demonstrator's consent no longer covers it."""
     problems = []
-    requests = {item.request_id: item.request for item in items}
-    for request in requests.values():
-        if not serving(request) and not all(_moved(item) for item in items if item.request_id == request.pk):
-            problems.append(f"{request.release_id} is {request.get_state_display().lower()}, not published")
+    releases = {item.request_id: item.request for item in items}
+    for release in releases.values():
+        if not serving(release) and not all(_moved(item) for item in items if item.request_id == release.pk):
+            problems.append(f"{release.release_id} is {release.get_state_display().lower()}, not published")
     recordings = [item.episode.recording for item in items]
     checks = gate.consent_checks(recordings)
     for item in items:

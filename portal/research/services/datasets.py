@@ -21,7 +21,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from exporter import release as manifest_format
+from exporter import release as release_format
 from exporter.assemble import assemble_dataset
 from exporter.errors import AssemblyError
 from exporter.jsonfile import json_bytes
@@ -102,11 +102,11 @@ def request_dataset(user, study: Study, items: list[ReleaseItem]) -> tuple[Datas
 
 def dataset_files(dataset: Dataset) -> dict[str, tuple[str, None]]:
     """Every object of a ready dataset by its path in the dataset folder (the manifest and its signature too)."""
-    manifest = manifest_format.parse_signed_manifest(bytes(dataset.manifest), bytes(dataset.signature),
-                                                     signing.public_key(), name=manifest_format.DATASET_MANIFEST)
-    paths = [entry["path"] for entry in manifest_format.manifest_files(manifest)]
+    manifest = release_format.parse_signed_manifest(bytes(dataset.manifest), bytes(dataset.signature),
+                                                     signing.public_key(), name=release_format.DATASET_MANIFEST)
+    paths = [entry["path"] for entry in release_format.manifest_files(manifest)]
     return {path: (dataset.prefix + path, None)
-            for path in [manifest_format.DATASET_MANIFEST, manifest_format.DATASET_SIGNATURE, *paths]}
+            for path in [release_format.DATASET_MANIFEST, release_format.DATASET_SIGNATURE, *paths]}
 
 
 # --- the build -------------------------------------------------------------------------------------------
@@ -195,7 +195,7 @@ def _build(dataset: Dataset) -> None:
             progress("uploading", done, len(files))
     progress("signing", 0, 1, force=True)
     data, signature = _sign(dataset, members, result, files)
-    for filename, content in ((manifest_format.DATASET_MANIFEST, data), (manifest_format.DATASET_SIGNATURE,
+    for filename, content in ((release_format.DATASET_MANIFEST, data), (release_format.DATASET_SIGNATURE,
                                                                           signature)):
         name = dataset.prefix + filename
         expected.add(name)
@@ -237,7 +237,7 @@ def _fetch_shards(items: list[ReleaseItem], root: Path, progress: _Progress) -> 
 
 
 def _sign(dataset: Dataset, members: list[DatasetEpisode], result, files: list[dict]) -> tuple[bytes, bytes]:
-    section = manifest_format.dataset_section(
+    section = release_format.dataset_section(
         study=dataset.study.code, dataset_id=dataset.dataset_id, created_at=rfc3339(dataset.assembled_at),
         episodes=[{"episode_index": assembled.episode_index, "episode_id": assembled.episode_id,
                    "source_release": member.item.request.release_id,
@@ -246,9 +246,9 @@ def _sign(dataset: Dataset, members: list[DatasetEpisode], result, files: list[d
                   for member, assembled in zip(members, result.episodes, strict=True)],
         files=files, dataset_receipt_sha256=result.receipt_sha256)
     now = timezone.now()
-    data = manifest_format.dataset_manifest_bytes(dataset=section, signed_at=rfc3339(now),
+    data = release_format.dataset_manifest_bytes(dataset=section, signed_at=rfc3339(now),
                                                   audit_chain_head=signing.chain_head())
-    signature = manifest_format.sign(signing.signing_key(), data)
+    signature = release_format.sign(signing.signing_key(), data)
     with transaction.atomic():
         sha256 = bytes_digest(data)[0]
         Dataset.objects.filter(pk=dataset.pk).update(manifest=data, signature=signature, manifest_sha256=sha256,

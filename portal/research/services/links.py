@@ -49,15 +49,15 @@ def _choose(files: dict[str, tuple[str, int | None]], paths: list[str] | None) -
     return [(path, *files[path]) for path in wanted]
 
 
-def release_links(user, request: ReleaseRequest, paths: list[str] | None = None, *, via: str,
+def release_links(user, release: ReleaseRequest, paths: list[str] | None = None, *, via: str,
                   now: datetime | None = None) -> list[Link]:
     """Links to files of a published release (all of them, manifest and signature included, when ``paths`` is
     empty), after the live check of ``user`` and of every episode the files belong to."""
-    chosen = _choose(catalogue.release_files(request), paths)
+    chosen = _choose(catalogue.release_files(release), paths)
     indexes = {episode_index for _, _, episode_index in chosen if episode_index is not None}
-    items = list(ReleaseItem.objects.filter(request=request, episode_index__in=indexes)
+    items = list(ReleaseItem.objects.filter(request=release, episode_index__in=indexes)
                  .select_related("request", "episode__recording__demonstrator"))
-    return _issue(user, request.study, chosen, items=items, release=request, via=via, now=now)
+    return _issue(user, release.study, chosen, items=items, release=release, via=via, now=now)
 
 
 def dataset_links(user, dataset: Dataset, paths: list[str] | None = None, *, via: str,

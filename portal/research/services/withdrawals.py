@@ -41,10 +41,10 @@ from portal.releases.services.supersede import reject_open, supersede
 from portal.research.models import Dataset, DatasetEpisode, IssuedLink, Tombstone, Withdrawal, WithdrawalNotice
 
 State = Withdrawal.State
-RELEASE = ReleaseRequest.State
+ReleaseState = ReleaseRequest.State
 # A release whose folder may still hold the episodes' objects: published, or superseded by an earlier withdrawal
 # (its other episodes' objects stay).
-HOLDING = (RELEASE.RELEASED, RELEASE.SUPERSEDED)
+HOLDING = (ReleaseState.RELEASED, ReleaseState.SUPERSEDED)
 REASON = Tombstone.REASON
 
 
@@ -102,8 +102,8 @@ def apply_withdrawal(withdrawal_id: int) -> Withdrawal | None:
     for done, release in enumerate(releases, start=1):
         _progress(withdrawal, "releases", done - 1, len(releases))
         _withdraw_from_release(withdrawal, release, withdrawn)
-    for request in ReleaseRequest.objects.filter(pk__in=reach["open_requests"]):
-        reject_open(request, reason=_open_reason(request, withdrawn))
+    for open_release in ReleaseRequest.objects.filter(pk__in=reach["open_requests"]):
+        reject_open(open_release, reason=_open_reason(open_release, withdrawn))
     datasets = list(Dataset.objects.filter(pk__in=[d["id"] for d in reach["datasets"]]).select_related("study"))
     for done, dataset in enumerate(datasets, start=1):
         _progress(withdrawal, "datasets", done - 1, len(datasets))
@@ -194,8 +194,8 @@ def _summary(reach: dict) -> dict:
             "researchers": len(reach["researchers"])}
 
 
-def _open_reason(request: ReleaseRequest, withdrawn: set[int]) -> str:
-    folders = ", ".join(item.folder for item in request.items.filter(episode_index__in=withdrawn))
+def _open_reason(release: ReleaseRequest, withdrawn: set[int]) -> str:
+    folders = ", ".join(item.folder for item in release.items.filter(episode_index__in=withdrawn))
     return f"consent withdrawn for {folders}; ask again without it"
 
 
@@ -211,7 +211,7 @@ def _withdraw_from_release(withdrawal: Withdrawal, release: ReleaseRequest, with
     if Tombstone.objects.filter(withdrawal=withdrawal, release=release).exists():
         return
     successor = ReleaseRequest.objects.filter(supersedes=release).first()
-    if release.state == RELEASE.RELEASED:
+    if release.state == ReleaseState.RELEASED:
         successor = supersede(release, set(held), reason=f"{REASON}: {', '.join(map(str, held))} removed",
                               withdrawal=withdrawal.pk)
     _tombstone(withdrawal, held, release=release, successor=successor)

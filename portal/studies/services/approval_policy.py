@@ -3,7 +3,7 @@ under, so only the study's ethics officers change it. One officer may set 2 or m
 second ethics officer's confirmation (never the one who proposed it). Each step is an audit event naming who
 proposed and who confirmed. The settings page calls these functions; nothing else changes the number.
 
-A request freezes the number when it is submitted (``releases.services.requests.submit``): a change made after
+A request freezes the number when it is submitted (``releases.services.release_requests.submit``): a change made after
 that, by anyone, does not lower the bar for a request already before the officers.
 """
 

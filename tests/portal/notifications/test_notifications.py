@@ -16,7 +16,7 @@ from portal.notifications import events
 from portal.notifications.models import Email, Kind, Notification
 from portal.notifications.services import deliver, notify
 from portal.releases.models import ReleaseRequest
-from portal.releases.services import publish, requests
+from portal.releases.services import publish, release_requests
 from portal.releases.services.approval import approve
 from portal.research.services import access
 
@@ -78,7 +78,7 @@ def test_a_release_tells_the_officers_then_the_requester_and_coordinators(
 
     second = make_request(verified(1))
     with scope(study=reg.study), django_capture_on_commit_callbacks(execute=True):
-        requests.reject(team.ethics2, second, reason="the purpose does not match the agreement")
+        release_requests.reject(team.ethics2, second, reason="the purpose does not match the agreement")
     rejected = told(reg.coordinator, Kind.RELEASE_REJECTED)
     assert len(rejected) == 1 and rejected[0].body == "Reason: the purpose does not match the agreement"
     assert told(team.ethics2, Kind.RELEASE_REJECTED) == []  # who decided is not told of their own decision
@@ -205,7 +205,7 @@ def test_a_rolled_back_change_tells_nobody(reg, team, verified, make_request, se
         from django.db import transaction
 
         with transaction.atomic():
-            requests.submit(reg.coordinator, request)
+            release_requests.submit(reg.coordinator, request)
             raise RuntimeError("the request fails after the move")
     assert Notification.objects.count() == before
     assert not [name for name, _ in sent_tasks if name == "notifications.deliver"]

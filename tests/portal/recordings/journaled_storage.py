@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from django.core.files.base import ContentFile
 from django.core.files.storage import FileSystemStorage
 
-from portal.core import storage as object_storage
+from portal.core import storage
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ class JournaledStorage(FileSystemStorage):
 
     def _save(self, name: str, content) -> str:
         folder = name[: name.index("/episode-") + len("/episode-000000/")] if "/episode-" in name else ""
-        present = frozenset(object_storage.walk(self, folder)) if folder else frozenset()
+        present = frozenset(storage.walk(self, folder)) if folder else frozenset()
         number = len(self.saves)
         failing = number == self.fail_once_at
         self.saves.append(Save(name, present, failing))

@@ -13,7 +13,7 @@ from portal.recordings.services.export import export_recording
 from portal.recordings.services.ingest import ingest_path
 from portal.recordings.services.verification import verify_episode
 from portal.releases.models import ReleaseRequest
-from portal.releases.services import gate, requests
+from portal.releases.services import gate, release_requests
 from tests.portal.recordings import conftest as pipeline
 
 # The pipeline's fixtures, shared: its registry, private storage, generated captures, enqueued tasks, a worker.
@@ -73,10 +73,11 @@ def make_request(reg):
 
     def make(episodes, *, by=None, submit: bool = True, purpose: str = "policy training") -> ReleaseRequest:
         with scope(study=reg.study):
-            request = requests.create_request(by or reg.coordinator, reg.study, episodes=episodes, purpose=purpose)
+            request = release_requests.create_request(by or reg.coordinator, reg.study, episodes=episodes,
+                                                      purpose=purpose)
             gate.inspect_request(request)
             if submit:
-                requests.submit(by or reg.coordinator, request)
+                release_requests.submit(by or reg.coordinator, request)
             request.refresh_from_db()
         return request
 

@@ -19,7 +19,7 @@ from portal.audit.models import AuditEvent
 from portal.celery import app
 from portal.releases.exceptions import ApprovalRefused, IllegalTransition, ReleaseError, SecondFactorNeeded
 from portal.releases.models import ReleaseRequest
-from portal.releases.services import requests
+from portal.releases.services import release_requests
 from portal.releases.services.approval import SecondFactor, approve
 from portal.studies.services.study import set_approval_second_factor
 
@@ -118,8 +118,8 @@ def test_rejection_needs_a_reason_and_ends_the_request(team, verified, make_requ
     request = make_request(verified(1))
     with scope(study=team.study):
         with pytest.raises(ReleaseError, match="a rejection needs a reason"):
-            requests.reject(team.reg.ethics, request, reason="  ")
-        requests.reject(team.reg.ethics, request, reason="consent wording under review")
+            release_requests.reject(team.reg.ethics, request, reason="  ")
+        release_requests.reject(team.reg.ethics, request, reason="consent wording under review")
         with pytest.raises(ReleaseError, match="is rejected, not awaiting approval"):
             approve(team.ethics2, request, manifest_sha256=request.manifest_sha256)
     rejected = load(request)
@@ -128,7 +128,7 @@ def test_rejection_needs_a_reason_and_ends_the_request(team, verified, make_requ
     events = AuditEvent.objects.count()
     with scope(study=team.study), pytest.raises(IllegalTransition,
                                                 match=r"release-\d{4} is rejected; it cannot become awaiting approval"):
-        requests.set_state(team.reg.coordinator, rejected, State.AWAITING_APPROVAL, action="release.submitted")
+        release_requests.set_state(team.reg.coordinator, rejected, State.AWAITING_APPROVAL, action="release.submitted")
     assert load(request).state == State.REJECTED and AuditEvent.objects.count() == events
     client.force_login(team.reg.coordinator)
     page = client.get(reverse("release-detail", args=[team.study.code, request.number]))

@@ -21,7 +21,7 @@ from portal.recordings.models import Episode, Recording
 from portal.recordings.services.verification import verify_episode
 from portal.releases.exceptions import GateFailed
 from portal.releases.models import ReleaseRequest
-from portal.releases.services import gate, requests
+from portal.releases.services import gate, release_requests
 from portal.releases.services.approval import approve
 from portal.studies.models import Headset
 from portal.studies.services.consent import withdraw_consent
@@ -114,13 +114,13 @@ def test_headset_assigned_to_the_study_after_the_recording_date(make_registry, v
     registered_on = timezone.localdate(reg.headset.registered_at)
     update(Headset, reg.headset.pk, assigned_on=registered_on)  # as if registered without declaring a date
     with scope(study=reg.study):
-        request = requests.create_request(reg.coordinator, reg.study, episodes=[episode], purpose="p")
+        request = release_requests.create_request(reg.coordinator, reg.study, episodes=[episode], purpose="p")
         gate.inspect_request(request)
     assert failing(request) == {"episode-000000": {
         "headset": f"HS-01 was assigned to the study on {registered_on}, after the recording date {recorded_on}"}}
     with scope(study=reg.study), pytest.raises(GateFailed, match="headset registered to the study on the recording "
                                                                   "date: HS-01 was assigned to the study on"):
-        requests.submit(reg.coordinator, request)
+        release_requests.submit(reg.coordinator, request)
 
     with scope(study=reg.study):
         declare_assigned_on(reg.coordinator, Headset.objects.get(pk=reg.headset.pk), recorded_on)
@@ -145,7 +145,7 @@ def test_raw_audio_kept_beyond_the_policy(make_registry, make_capture, make_user
     episode = verified_factory(reg, microphone="track")
     assert episode.recording.audio == Recording.Audio.ENCRYPTED
     with scope(study=reg.study):
-        request = requests.create_request(reg.coordinator, reg.study, episodes=[episode], purpose="p")
+        request = release_requests.create_request(reg.coordinator, reg.study, episodes=[episode], purpose="p")
         gate.inspect_request(request)
     assert failing(request) == {"episode-000000": {
         "audio": "raw audio is still kept although the rule 'retain-days 1' says it is purged"}}
@@ -160,7 +160,7 @@ def test_receipt_verified_too_long_ago_until_reverified_on_demand(team, verified
     detail = failing(request)["episode-000000"]["receipt"]
     assert detail.startswith("last verified ") and detail.endswith("more than 24 h ago; re-verify it")
     with scope(study=team.study), django_capture_on_commit_callbacks(execute=True):
-        requests.reverify(team.reg.ethics, request)
+        release_requests.reverify(team.reg.ethics, request)
     assert sent_tasks == [("recordings.verify_episode", (episode.pk,))]
     with scope(study=team.study):
         verify_episode(Episode.objects.get(pk=episode.pk))  # what the queued task does
@@ -195,14 +195,14 @@ def test_a_failing_gate_refuses_submission_and_approval_naming_the_episode(team,
     draft = make_request([first, second], submit=False)
     update(Episode, second.pk, verified_at=timezone.now() - timedelta(days=30))
     with scope(study=team.study), pytest.raises(GateFailed) as refused:
-        requests.submit(team.reg.coordinator, draft)
+        release_requests.submit(team.reg.coordinator, draft)
     assert str(refused.value).startswith(f"{draft.release_id} cannot be submitted: the release gate fails for "
                                          f"episode-000001: receipt verified recently: last verified")
     assert refused.value.details()["gate"][0]["episode"] == "episode-000001"
 
     update(Episode, second.pk, verified_at=timezone.now())
     with scope(study=team.study):
-        requests.submit(team.reg.coordinator, draft)
+        release_requests.submit(team.reg.coordinator, draft)
     update(Episode, second.pk, verified_at=timezone.now() - timedelta(days=30))
     with scope(study=team.study), pytest.raises(GateFailed, match=r"cannot be approved: .* episode-000001: receipt"):
         approve(team.reg.ethics, draft, manifest_sha256=draft.manifest_sha256)
@@ -214,9 +214,9 @@ def test_inspection_is_pending_until_the_task_reads_the_shard(team, verified, se
                                                              django_capture_on_commit_callbacks):
     episode = verified(1)[0]
     with scope(study=team.study), django_capture_on_commit_callbacks(execute=True):
-        request = requests.create_request(team.reg.coordinator, team.study, episodes=[episode], purpose="p")
+        request = release_requests.create_request(team.reg.coordinator, team.study, episodes=[episode], purpose="p")
     assert ("releases.inspect_request", (request.pk,)) in sent_tasks
     pending = {key for key, (status, _) in checklist(request)["episode-000000"].items() if status == gate.PENDING}
     assert pending == {"audio", "leaks"}
     with scope(study=team.study), pytest.raises(GateFailed, match="has not been read yet"):
-        requests.submit(team.reg.coordinator, request)
+        release_requests.submit(team.reg.coordinator, request)

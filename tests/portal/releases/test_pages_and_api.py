@@ -150,7 +150,7 @@ def test_approve_reject_and_withdraw_ask_for_confirmation_first(team, verified, 
 def test_a_requester_withdrawing_is_shown_as_withdrawn_and_a_coordinator_is_not_called_an_officer(team, verified,
                                                                                                    make_request,
                                                                                                    client):
-    from portal.releases.services.requests import reject
+    from portal.releases.services.release_requests import reject
 
     request = make_request(verified(1))
     url = reverse("release-detail", args=[team.study.code, request.number])

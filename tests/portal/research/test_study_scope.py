@@ -15,7 +15,7 @@ from django.urls import reverse
 from django_scopes import scope, scopes_disabled
 
 from portal.releases.models import ReleaseRequest
-from portal.releases.services import gate, publish, requests
+from portal.releases.services import gate, publish, release_requests
 from portal.releases.services.approval import approve
 from portal.research.models import Dataset
 
@@ -25,10 +25,10 @@ pytestmark = pytest.mark.django_db
 def publish_in(registry, episodes) -> ReleaseRequest:
     """A release of ``episodes`` in the registry's study (one approval needed there), published."""
     with scope(study=registry.study):
-        request = requests.create_request(registry.coordinator, registry.study, episodes=episodes,
-                                          purpose="policy training")
+        request = release_requests.create_request(registry.coordinator, registry.study, episodes=episodes,
+                                                  purpose="policy training")
         gate.inspect_request(request)
-        requests.submit(registry.coordinator, request)
+        release_requests.submit(registry.coordinator, request)
         request.refresh_from_db()
         approve(registry.ethics, request, manifest_sha256=request.manifest_sha256)
         publish.publish_release(request.pk)

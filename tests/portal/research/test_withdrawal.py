@@ -22,7 +22,7 @@ from portal.notifications import services as notifications
 from portal.notifications.models import Email, Notification
 from portal.recordings.models import Recording
 from portal.releases.models import Approval, ReleaseRequest
-from portal.releases.services import gate, publish, requests
+from portal.releases.services import gate, publish, release_requests
 from portal.releases.services.approval import approve
 from portal.releases.services.manifest import public_key
 from portal.research.exceptions import AccessRefused
@@ -250,7 +250,7 @@ def test_the_pipeline_refuses_to_export_or_release_a_withdrawn_demonstrators_rec
     assert approved.state == RELEASE.FAILED and "withdrew consent" in approved.reason
     assert storage.walk(storages["releases"], approved.prefix) == []
     with scope(study=reg.study), pytest.raises(gate.GateFailed, match=r"cannot be submitted"):
-        requests.submit(reg.coordinator, make_request([episode], submit=False))
+        release_requests.submit(reg.coordinator, make_request([episode], submit=False))
 
 
 @pytest.mark.django_db(transaction=True)

@@ -30,14 +30,14 @@ class Command(BaseCommand):
         if officer is None:
             raise CommandError(f"no active user {user!r}")
         with scope(study=found):
-            release_request = ReleaseRequest.objects.select_related("study").filter(number=number).first()
-            if release_request is None:
+            release = ReleaseRequest.objects.select_related("study").filter(number=number).first()
+            if release is None:
                 raise CommandError(f"study {study} has no release request {number}")
             try:
-                approval.approve(officer, release_request, manifest_sha256=manifest_sha256,
+                approval.approve(officer, release, manifest_sha256=manifest_sha256,
                                  second_factor=approval.SecondFactor(code=code))
             except ServiceError as exc:
                 raise CommandError(str(exc)) from None
-            release_request.refresh_from_db()
-        self.stdout.write(f"{release_request.release_id} approved by {user}; it is now "
-                          f"{release_request.get_state_display().lower()}")
+            release.refresh_from_db()
+        self.stdout.write(f"{release.release_id} approved by {user}; it is now "
+                          f"{release.get_state_display().lower()}")

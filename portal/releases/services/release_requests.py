@@ -30,18 +30,18 @@ PURPOSE_MAX_CHARS = 2000
 MAX_EPISODES = 1000
 
 
-def snapshot(request: ReleaseRequest) -> dict[str, Any]:
-    return {"state": request.state, "reason": request.reason, "manifest_sha256": request.manifest_sha256}
+def snapshot(release: ReleaseRequest) -> dict[str, Any]:
+    return {"state": release.state, "reason": release.reason, "manifest_sha256": release.manifest_sha256}
 
 
-def set_state(actor, request: ReleaseRequest, state: str, *, action: str, after: dict | None = None,
+def set_state(actor, release: ReleaseRequest, state: str, *, action: str, after: dict | None = None,
               **fields) -> None:
-    """Move ``request`` to ``state`` (``IllegalTransition`` if the table forbids it) with ``fields``, audited, in
+    """Move ``release`` to ``state`` (``IllegalTransition`` if the table forbids it) with ``fields``, audited, in
     the caller's transaction."""
-    before = snapshot(request)
-    save_move(request, state, fields)
-    record(actor, action, request, before=before, after={**snapshot(request), **(after or {})})
-    events.release_moved(actor, request)
+    before = snapshot(release)
+    save_move(release, state, fields)
+    record(actor, action, release, before=before, after={**snapshot(release), **(after or {})})
+    events.release_moved(actor, release)
 
 
 def releasable_episodes() -> QuerySet[Episode]:
@@ -104,75 +104,75 @@ def create_request(actor, study: Study, *, episodes: Iterable[Episode], purpose:
     with transaction.atomic():
         Study.objects.select_for_update(no_key=True).filter(pk=study.pk).first()  # serialises the numbers
         number = (ReleaseRequest.objects.aggregate(last=Max("number"))["last"] or 0) + 1
-        request = ReleaseRequest(study=study, number=number, purpose=purpose, requested_by=actor,
+        release = ReleaseRequest(study=study, number=number, purpose=purpose, requested_by=actor,
                                  study_code=study.code, requested_by_name=actor.get_username(),
                                  episode_count=len(found))
-        request.manifest_sha256 = ""
-        request.save()
+        release.manifest_sha256 = ""
+        release.save()
         items = ReleaseItem.objects.bulk_create([
-            ReleaseItem(study=study, request=request, episode=episode, episode_index=episode.episode_index,
+            ReleaseItem(study=study, request=release, episode=episode, episode_index=episode.episode_index,
                         capture_id=episode.recording.capture_id, receipt_sha256=episode.receipt_sha256,
                         files=frozen[pk])
             for pk, episode in sorted(found.items(), key=lambda pair: pair[1].episode_index)])
-        request.manifest_sha256 = manifest.section_digest(request, items)
-        request.save(update_fields=["manifest_sha256"])
-        record(actor, "release.requested", request, after={
-            **snapshot(request), "purpose": purpose, "episodes": [item.folder for item in items],
+        release.manifest_sha256 = manifest.section_digest(release, items)
+        release.save(update_fields=["manifest_sha256"])
+        record(actor, "release.requested", release, after={
+            **snapshot(release), "purpose": purpose, "episodes": [item.folder for item in items],
             "receipts": {item.folder: item.receipt_sha256 for item in items}})
-        queue.enqueue("releases.inspect_request", request.pk)
-    return request
+        queue.enqueue("releases.inspect_request", release.pk)
+    return release
 
 
-def submit(actor, request: ReleaseRequest) -> ReleaseRequest:
+def submit(actor, release: ReleaseRequest) -> ReleaseRequest:
     """A coordinator sends a draft to the ethics officers; refused while the gate fails for any episode. The
     number of approvals it needs is the study's at this moment, frozen on the request: the officers decide under
     it, and a later change of the study's policy (by anyone) does not move it."""
-    _require(actor, request.study, Role.COORDINATOR, "submit a release request")
+    _require(actor, release.study, Role.COORDINATOR, "submit a release request")
     with transaction.atomic():
-        lock_fresh(request)
-        required = Study.objects.only("approvals_required").get(pk=request.study_id).approvals_required
-        if request.state != State.DRAFT:
-            raise ReleaseError(f"{request.release_id} is {request.get_state_display().lower()}, not a draft")
-        require_passing(request, "submitted")
-        set_state(actor, request, State.AWAITING_APPROVAL, action="release.submitted", submitted_at=timezone.now(),
+        lock_fresh(release)
+        required = Study.objects.only("approvals_required").get(pk=release.study_id).approvals_required
+        if release.state != State.DRAFT:
+            raise ReleaseError(f"{release.release_id} is {release.get_state_display().lower()}, not a draft")
+        require_passing(release, "submitted")
+        set_state(actor, release, State.AWAITING_APPROVAL, action="release.submitted", submitted_at=timezone.now(),
                   approvals_required=required, after={"approvals_required": required})
-    return request
+    return release
 
 
-def reject(actor, request: ReleaseRequest, *, reason: str) -> ReleaseRequest:
+def reject(actor, release: ReleaseRequest, *, reason: str) -> ReleaseRequest:
     """End a draft or a request awaiting approval, with a reason: an ethics officer of the study rejects it, or
     its requester withdraws it."""
     reason = (reason or "").strip()
     if not reason:
         raise ReleaseError("a rejection needs a reason")
-    study = request.study
-    is_requester = getattr(actor, "pk", None) == request.requested_by_id
+    study = release.study
+    is_requester = getattr(actor, "pk", None) == release.requested_by_id
     if not is_requester and not has_role(actor, study, Role.ETHICS_OFFICER):
         raise ReleaseError(f"only an ethics officer of study {study.code}, or its requester, can reject "
-                           f"{request.release_id}")
+                           f"{release.release_id}")
     with transaction.atomic():
-        lock_fresh(request)
-        if request.state not in ReleaseRequest.OPEN:
-            raise ReleaseError(f"{request.release_id} is {request.get_state_display().lower()}; only a draft or "
+        lock_fresh(release)
+        if release.state not in ReleaseRequest.OPEN:
+            raise ReleaseError(f"{release.release_id} is {release.get_state_display().lower()}; only a draft or "
                                f"a request awaiting approval can be rejected")
-        set_state(actor, request, State.REJECTED, action="release.rejected", reason=reason, rejected_by=actor,
+        set_state(actor, release, State.REJECTED, action="release.rejected", reason=reason, rejected_by=actor,
                   decided_at=timezone.now(), after={"withdrawn_by_requester": is_requester})
-    return request
+    return release
 
 
-def reverify(actor, request: ReleaseRequest) -> int:
+def reverify(actor, release: ReleaseRequest) -> int:
     """Re-verify the request's shards against their receipts now (the gate's freshness), in the worker; shards
     whose reading for the gate is still pending, or failed, are read again too."""
-    study = request.study
+    study = release.study
     if not (has_role(actor, study, Role.COORDINATOR) or has_role(actor, study, Role.ETHICS_OFFICER)):
         raise ReleaseError(f"only a coordinator or ethics officer of study {study.code} can re-verify receipts")
-    episodes = list(request.items.values_list("episode_id", flat=True))
+    episodes = list(release.items.values_list("episode_id", flat=True))
     with transaction.atomic():
-        unread = request.items.exclude(inspection_error="").update(inspected_at=None, inspection_error="")
-        record(actor, "release.reverification_requested", request, after={"episodes": len(episodes),
+        unread = release.items.exclude(inspection_error="").update(inspected_at=None, inspection_error="")
+        record(actor, "release.reverification_requested", release, after={"episodes": len(episodes),
                                                                            "read_again": unread})
         for pk in episodes:
             queue.enqueue("recordings.verify_episode", pk)
-        if request.items.filter(inspected_at__isnull=True).exists():
-            queue.enqueue("releases.inspect_request", request.pk)
+        if release.items.filter(inspected_at__isnull=True).exists():
+            queue.enqueue("releases.inspect_request", release.pk)
     return len(episodes)
