@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
 import json
 import math
 import os
@@ -39,10 +38,10 @@ import pyarrow.parquet as pq
 from exporter.errors import AssemblyError
 from exporter.jsonfile import write_json
 from exporter.modes import publish_modes
-from exporter.receipt import RECEIPT, build_artefacts, check_artefacts, file_digest, verify_artefacts
-from exporter.shard import rfc3339
+from exporter.receipt import RECEIPT, build_artefacts, bytes_digest, check_artefacts, file_digest, verify_artefacts
 from exporter.stats import ColumnScratch, collect, dimension_stats, feature_stats, pooled_image_stats
 from exporter.task_table import read_tasks
+from exporter.timestamps import rfc3339
 
 EPISODE_METADATA = "ceres/episode-metadata.json"
 TASK_SPECIFICATIONS = "ceres/task-specifications"
@@ -271,7 +270,7 @@ def _read_shard(path: Path, tasks: dict[str, list[str]], features: dict[str, dic
         info=info,
         episode=rows[0],
         tasks=tasks[tasks_key],
-        receipt_sha256=hashlib.sha256(receipt_bytes).hexdigest(),
+        receipt_sha256=bytes_digest(receipt_bytes)[0],
         recorded_at=str(metadata.get("recorded_at") or ""),
     )
     _check_artefacts(shard, names)

@@ -10,7 +10,6 @@ KEY`` checks either kind with nothing but the public key. The formats are writte
 
 import base64
 import binascii
-import hashlib
 import json
 import os
 import stat
@@ -22,7 +21,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from exporter.jsonfile import json_bytes
-from exporter.receipt import RECEIPT, file_digest
+from exporter.layout import episode_folder
+from exporter.receipt import RECEIPT, bytes_digest, file_digest
 
 MANIFEST = "release-manifest.json"
 SIGNATURE = "release-manifest.json.sig"
@@ -36,10 +36,6 @@ VERSION = 1
 
 class ReleaseProblem(Exception):
     """A downloaded release does not verify; the message names the file and what is wrong."""
-
-
-def episode_folder(episode_index: int) -> str:
-    return f"episode-{episode_index:06d}"
 
 
 def release_section(*, study: str, release_id: str, purpose: str, requested_by: str, requested_at: str,
@@ -86,7 +82,7 @@ def release_section(*, study: str, release_id: str, purpose: str, requested_by: 
 
 def section_digest(release: dict[str, Any]) -> str:
     """The SHA-256 an approval records: of the ``release`` section as the one JSON writer writes it."""
-    return hashlib.sha256(json_bytes(release)).hexdigest()
+    return bytes_digest(json_bytes(release))[0]
 
 
 def manifest_bytes(*, release: dict[str, Any], approvals: list[dict[str, Any]], released_at: str,
@@ -187,7 +183,7 @@ def public_key_raw(public_key: Ed25519PublicKey) -> bytes:
 
 def fingerprint(public_key: Ed25519PublicKey) -> str:
     """SHA-256 of the raw 32-byte public key, hex: short enough to read out, long enough to compare."""
-    return hashlib.sha256(public_key_raw(public_key)).hexdigest()
+    return bytes_digest(public_key_raw(public_key))[0]
 
 
 def load_public_key(key: str) -> Ed25519PublicKey:
@@ -253,6 +249,20 @@ def _read_regular(path: Path) -> bytes:
         return stream.read()
 
 
+def read_manifest(data: bytes) -> dict[str, Any]:
+    """A manifest's bytes (a release's or a dataset's) as the object they hold, its schema and version checked;
+    ``ValueError`` otherwise (``json.JSONDecodeError`` for bytes that are not JSON). The signature is not checked
+    here: ``parse_signed_manifest`` does, for a manifest that comes from elsewhere."""
+    manifest = json.loads(data)
+    if not isinstance(manifest, dict):
+        raise ValueError(f"a manifest is a JSON object, not {type(manifest).__name__}")
+    schema = manifest.get("schema")
+    if schema not in (SCHEMA, DATASET_SCHEMA) or manifest.get("version") != VERSION:
+        raise ValueError(f"schema {schema!r} version {manifest.get('version')!r}, expected {SCHEMA!r} or "
+                         f"{DATASET_SCHEMA!r} version {VERSION}")
+    return manifest
+
+
 def parse_signed_manifest(data: bytes, signature: bytes, public_key: Ed25519PublicKey, *,
                           name: str = MANIFEST) -> dict[str, Any]:
     """Check ``signature`` over ``data`` and parse the manifest (a release's or a dataset's)."""
@@ -262,11 +272,8 @@ def parse_signed_manifest(data: bytes, signature: bytes, public_key: Ed25519Publ
         raise ReleaseProblem(f"{name}.sig: the signature does not match {name} and this public key "
                              f"(fingerprint {fingerprint(public_key)})") from None
     try:
-        manifest = json.loads(data)
-        schema = manifest.get("schema")
-        if schema not in (SCHEMA, DATASET_SCHEMA) or manifest.get("version") != VERSION:
-            raise ValueError(f"schema {schema!r} version {manifest.get('version')!r}, expected {SCHEMA!r} or "
-                             f"{DATASET_SCHEMA!r} version {VERSION}")
+        manifest = read_manifest(data)
+        schema = manifest["schema"]
         section = manifest["release" if schema == SCHEMA else "dataset"]
         _check_fields(manifest, schema)
         shown = section_digest(section)

@@ -1,7 +1,6 @@
 """Write one immutable LeRobotDataset v3 episode shard (shard.md), staged next to OUT_DIR then renamed."""
 
 import contextlib
-import hashlib
 import os
 import shutil
 import tempfile
@@ -19,12 +18,14 @@ import pyarrow.parquet as pq
 from exporter.errors import ShardExistsError, SourceError
 from exporter.features import STATE_DIM, feature_table, video_key
 from exporter.jsonfile import json_bytes
+from exporter.layout import episode_folder
 from exporter.modes import publish_modes
-from exporter.receipt import verify_shard, write_receipt
+from exporter.receipt import bytes_digest, verify_shard, write_receipt
 from exporter.rows import Rows, build_rows
 from exporter.source import STUDY_KEYS, Capture, check_study_block, open_source, parse_capture, read_capture
 from exporter.stats import STAT_NAMES, ColumnScratch, feature_stats
 from exporter.task_table import extend_tasks, write_tasks
+from exporter.timestamps import rfc3339
 from exporter.video import VideoResult, export_video, video_stats
 
 CHUNKS_SIZE = 1000
@@ -54,18 +55,8 @@ class ExportResult:
         )
 
 
-def shard_name(episode_index: int) -> str:
-    return f"episode-{episode_index:06d}"
-
-
 def _chunk_file(episode_index: int) -> str:
     return f"chunk-{episode_index // CHUNKS_SIZE:03d}/file-{episode_index % CHUNKS_SIZE:03d}"
-
-
-def rfc3339(moment: datetime) -> str:
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def _study_block(capture: Capture, study: dict[str, Any] | None) -> dict[str, Any]:
@@ -346,7 +337,7 @@ def export_shard(
         if type(value) is not int or not 0 <= value <= MAX_INDEX:
             raise SourceError(f"must be an integer from 0 to {MAX_INDEX}", path=option)
     out_dir = Path(out_dir)
-    target = out_dir / shard_name(episode_index)
+    target = out_dir / episode_folder(episode_index)
     if target.exists():
         raise ShardExistsError("already exists; shards are immutable", path=str(target))
     created_at = rfc3339(exported_at or datetime.now(UTC))
@@ -394,7 +385,7 @@ def export_shard(
         dropped_retries=capture.dropped_retries,
         video_method=video_method,
         tasks=table,
-        receipt_sha256=hashlib.sha256(receipt).hexdigest(),
+        receipt_sha256=bytes_digest(receipt)[0],
         warnings=warnings,
     )
 

@@ -11,6 +11,10 @@ class AuditConfig(AppConfig):
 
     def ready(self) -> None:
         from portal.audit import checks, fixity  # noqa: F401  (the audit key's deploy check; checkpoints' fixity)
+        from portal.audit.services import record
+        from portal.core.states import audit_with
+
+        audit_with(record)  # every state machine's move is one audit event (core sits below audit)
 
         post_migrate.connect(checkpoint_after_migrate, sender=self, dispatch_uid="audit.checkpoint_after_migrate")
 

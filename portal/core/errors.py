@@ -2,8 +2,9 @@
 
 A service refuses a request that breaks a rule by raising a ``ServiceError`` (each domain has its own
 subclasses in its ``exceptions.py``). Pages translate it with ``refusals`` (a form error or a message),
-the API with ``api_exception_handler`` (JSON with the HTTP status the error carries); the admin shows it
-with ``message_user``. Nothing else catches them.
+the API with ``api_exception_handler`` (JSON with the HTTP status the error carries), admin actions with
+``admin_refusals`` (an error message on the admin page) and management commands with ``command_refusals``
+(a ``CommandError`` with the same text). Nothing else catches them.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib import messages
+from django.core.management.base import CommandError
 
 
 class ServiceError(Exception):
@@ -65,6 +67,35 @@ def refusals(request=None, *, form=None, field: str | None = None) -> Iterator[R
             form.add_error(field, str(error))
         else:
             messages.error(request, str(error))
+
+
+@contextmanager
+def admin_refusals(model_admin, request, subject) -> Iterator[Refusal]:
+    """Admin actions: a ``ServiceError`` becomes an error message on the admin page, naming ``subject`` (the row
+    the action was applied to). The yielded ``Refusal`` says whether the service refused::
+
+        for document in queryset:
+            with admin_refusals(self, request, document) as outcome:
+                services.accept(request.user, document)
+            if not outcome.refused:
+                self.message_user(request, f"{document} accepted.", messages.SUCCESS)
+    """
+    outcome = Refusal()
+    try:
+        yield outcome
+    except ServiceError as error:
+        outcome.error = error
+        model_admin.message_user(request, f"{subject}: {error}", messages.ERROR)
+
+
+@contextmanager
+def command_refusals() -> Iterator[None]:
+    """Management commands: a ``ServiceError`` becomes a ``CommandError`` with the same text (the command
+    prints it and exits with an error status)."""
+    try:
+        yield
+    except ServiceError as error:
+        raise CommandError(str(error)) from None
 
 
 def api_exception_handler(exc: Exception, context: dict):

@@ -4,7 +4,7 @@ from django.contrib import admin, messages
 
 from portal.accounts.services import second_factor_passed_at
 from portal.core.admin import ReadOnlyAdmin
-from portal.core.errors import ServiceError
+from portal.core.errors import admin_refusals
 from portal.releases.models import Approval, Release, ReleaseRequest
 from portal.releases.services import approval
 
@@ -20,12 +20,10 @@ class ReleaseRequestAdmin(ReadOnlyAdmin):
     def approve(self, request, queryset):
         evidence = approval.SecondFactor(passed_at=second_factor_passed_at(request.session))
         for release in queryset.select_related("study"):
-            try:
+            with admin_refusals(self, request, release) as outcome:
                 approval.approve(request.user, release, manifest_sha256=release.manifest_sha256,
                                  second_factor=evidence)
-            except ServiceError as exc:
-                self.message_user(request, f"{release}: {exc}", messages.ERROR)
-            else:
+            if not outcome.refused:
                 self.message_user(request, f"{release} approved by you.", messages.SUCCESS)
 
 

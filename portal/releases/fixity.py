@@ -8,10 +8,9 @@ tombstones, which it declares expected: ``portal/research/fixity.py``)."""
 from __future__ import annotations
 
 import functools
-import json
 
 from exporter.receipt import bytes_digest
-from exporter.release import MANIFEST, SIGNATURE, manifest_files
+from exporter.release import MANIFEST, SIGNATURE, manifest_files, read_manifest
 from portal.fixity import registry
 from portal.releases.models import Release, ReleaseRequest
 
@@ -26,7 +25,7 @@ def _release(release_id: int) -> list[registry.Expected]:
     return [registry.Expected(release.prefix + MANIFEST, *bytes_digest(data)),
             registry.Expected(release.prefix + SIGNATURE, *bytes_digest(signature)),
             *(registry.Expected(release.prefix + item["path"], item["sha256"], item["bytes"])
-              for item in manifest_files(json.loads(data)))]
+              for item in manifest_files(read_manifest(data)))]
 
 
 @registry.source

@@ -12,7 +12,7 @@ from django.conf import settings
 from django.db import models
 from django_scopes import ScopedManager
 
-from exporter.release import episode_folder
+from exporter.layout import episode_folder
 from portal.core.leases import LeasedJob
 from portal.core.states import StateMachineModel
 from portal.recordings.models import Episode

@@ -7,10 +7,10 @@ beside their release or dataset, and the withdrawn episodes' folders inside a re
 from __future__ import annotations
 
 import functools
-import json
 
+from exporter.layout import episode_folder
 from exporter.receipt import bytes_digest
-from exporter.release import DATASET_MANIFEST, DATASET_SIGNATURE, episode_folder, manifest_files
+from exporter.release import DATASET_MANIFEST, DATASET_SIGNATURE, manifest_files, read_manifest
 from portal.fixity import registry
 from portal.research.models import Dataset, Tombstone
 
@@ -25,7 +25,7 @@ def _dataset(dataset_id: int) -> list[registry.Expected]:
     return [registry.Expected(prefix + DATASET_MANIFEST, *bytes_digest(data)),
             registry.Expected(prefix + DATASET_SIGNATURE, *bytes_digest(signature)),
             *(registry.Expected(prefix + item["path"], item["sha256"], item["bytes"])
-              for item in manifest_files(json.loads(data)))]
+              for item in manifest_files(read_manifest(data)))]
 
 
 @registry.source

@@ -3,7 +3,7 @@
 from django.contrib import admin, messages
 
 from portal.core.admin import ReadOnlyAdmin
-from portal.core.errors import ServiceError
+from portal.core.errors import admin_refusals
 from portal.studies.models import ConsentDocument, ConsentEvent, DataUseAgreement, Demonstrator, Headset, Study
 from portal.studies.services import consent as consent_service
 from portal.studies.services import study as study_service
@@ -68,11 +68,9 @@ class ConsentDocumentAdmin(ReadOnlyAdmin):
     @admin.action(description="Accept the selected consent documents (as an ethics officer of their study)")
     def accept(self, request, queryset):
         for document in queryset:
-            try:
+            with admin_refusals(self, request, document) as outcome:
                 consent_service.accept_consent_document(request.user, document)
-            except ServiceError as exc:
-                self.message_user(request, f"{document}: {exc}", messages.ERROR)
-            else:
+            if not outcome.refused:
                 self.message_user(request, f"{document} accepted.", messages.SUCCESS)
 
 

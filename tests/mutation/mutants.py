@@ -50,6 +50,7 @@ T_INGEST = ("tests/portal/recordings/test_ingest.py", "tests/portal/recordings/t
             "tests/portal/recordings/test_hostile_sources.py")
 T_AUDIO = ("tests/portal/recordings/test_audio_retention.py",)
 T_HISTORY = ("tests/portal/recordings/test_state_machine.py",)
+T_TRANSITIONS = "tests/portal/core/test_transitions.py"
 T_INBOX = ("tests/portal/recordings/test_inbox.py",)
 T_FIXITY = ("tests/portal/fixity/test_fixity.py",)
 T_SLICING = ("tests/portal/fixity/test_slicing.py",)
@@ -214,9 +215,9 @@ MUTANTS: list[Mutant] = [
            "recording.recorded_at + timedelta(days=days) < now", "retain-days N purges when N days have passed",
            T_AUDIO),
     # --- the state machines (portal/core/states.py, recordings' history.py), headsets and inbox ------------------
-    Mutant("history-move-not-audited", HISTORY,
-           "    record(actor, action, recording, before=before, after=snapshot(recording))\n", "",
-           "every state change is an audit event", T_HISTORY),
+    Mutant("states-move-not-audited", STATES,
+           "        _record(actor, action, obj, before=before, after={**snapshot(obj), **(after or {})})\n", "",
+           "every state change is an audit event", (*T_HISTORY, T_TRANSITIONS)),
     Mutant("states-transitions-unchecked", STATES, "        if not self.can_move_to(state):",
            "        if False:", "a move the transition table forbids is refused",
            (*T_HISTORY, "tests/portal/releases/test_approval.py")),

@@ -19,7 +19,7 @@ from portal.access.models import Role, RoleGrant
 from portal.access.permissions import has_role
 from portal.audit.services import record
 from portal.core import queue
-from portal.core.states import lock_fresh
+from portal.core.states import lock_fresh, transition
 from portal.fixity.exceptions import AlertError, AlertRefused
 from portal.fixity.models import Alert, FixityProblem, FixityRun
 from portal.studies.models import Study
@@ -114,11 +114,8 @@ def acknowledge(actor, alert: Alert, *, note: str) -> Alert:
     _require_steward(actor, alert, "acknowledge")
     note = _note(note, "acknowledge")
     lock_fresh(alert)
-    before = _snapshot(alert)
-    alert.move_to(State.ACKNOWLEDGED)
-    alert.acknowledged_at, alert.acknowledged_by, alert.acknowledged_note = timezone.now(), actor, note
-    alert.save()
-    record(actor, "alert.acknowledged", alert, before=before, after=_snapshot(alert))
+    transition(actor, alert, State.ACKNOWLEDGED, action="alert.acknowledged", snapshot=_snapshot,
+               acknowledged_at=timezone.now(), acknowledged_by=actor, acknowledged_note=note)
     return alert
 
 
@@ -128,11 +125,8 @@ def resolve(actor, alert: Alert, *, note: str) -> Alert:
     _require_steward(actor, alert, "resolve")
     note = _note(note, "resolve")
     lock_fresh(alert)
-    before = _snapshot(alert)
-    alert.move_to(State.RESOLVED)
-    alert.resolved_at, alert.resolved_by, alert.resolved_note = timezone.now(), actor, note
-    alert.save()
-    record(actor, "alert.resolved", alert, before=before, after=_snapshot(alert))
+    transition(actor, alert, State.RESOLVED, action="alert.resolved", snapshot=_snapshot,
+               resolved_at=timezone.now(), resolved_by=actor, resolved_note=note)
     return alert
 
 

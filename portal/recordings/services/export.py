@@ -169,10 +169,9 @@ def fail_export(recording: Recording, reason: str) -> None:
     exported meanwhile (a later step of the task failed) keeps its state; the reason goes to its log."""
     with transaction.atomic():
         recording.refresh_from_db()
-        if not recording.can_move_to(State.FAILED):
+        if not set_state(None, recording, State.FAILED, reason=reason, action="recording.export_failed",
+                         lease_until=None, if_allowed=True):
             note(recording, f"after export: {reason}", "error")
-            return
-        set_state(None, recording, State.FAILED, reason=reason, action="recording.export_failed", lease_until=None)
 
 
 def note_retry(recording: Recording, exc: BaseException, countdown: float) -> None:

@@ -1,12 +1,11 @@
-"""The one place a recording changes state: the move is checked against ``Recording.TRANSITIONS``, saved,
-audited (before and after) and written to the recording's log."""
+"""The one place a recording changes state: ``core.states.transition`` with the recording's audit snapshot (the
+move checked against ``Recording.TRANSITIONS``, saved, audited before and after), then written to its log."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from portal.audit.services import record
-from portal.core.states import lock_fresh, save_move
+from portal.core.states import lock_fresh, transition
 from portal.recordings.exceptions import PipelineError
 from portal.recordings.models import Recording, RecordingLog
 
@@ -26,14 +25,16 @@ def snapshot(recording: Recording) -> dict[str, Any]:
 
 
 def set_state(actor, recording: Recording, state: str, *, action: str, reason: str = "", note_text: str | None = None,
-              **fields) -> None:
-    """Move ``recording`` to ``state`` (``IllegalTransition`` if the table forbids it) with ``fields``, in the
-    caller's transaction; the reason (or ``note_text``) goes to the log, a warning for a refusal."""
-    before = snapshot(recording)
-    save_move(recording, state, {"reason": reason, **fields})
-    record(actor, action, recording, before=before, after=snapshot(recording))
+              if_allowed: bool = False, **fields) -> bool:
+    """Move ``recording`` to ``state`` (``IllegalTransition`` if the table forbids it, or False with
+    ``if_allowed``) with ``fields``, in the caller's transaction (``core.states.transition``); the reason (or
+    ``note_text``) goes to the log, a warning for a refusal."""
+    if not transition(actor, recording, state, action=action, snapshot=snapshot, if_allowed=if_allowed,
+                      reason=reason, **fields):
+        return False
     if note_text or reason:
         note(recording, note_text or reason, "warning" if state in _WARNING_STATES else "info")
+    return True
 
 
 def lock_in_state(recording: Recording, state: str, refusal: str) -> None:

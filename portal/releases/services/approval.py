@@ -11,7 +11,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from exporter.shard import rfc3339
+from exporter.timestamps import rfc3339
 from portal.access.models import Role
 from portal.access.permissions import has_role
 from portal.accounts import services as accounts

@@ -9,8 +9,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from django.conf import settings
 
 from exporter import release as release_format
-from exporter.release import episode_folder
-from exporter.shard import rfc3339
+from exporter.layout import episode_folder
+from exporter.timestamps import rfc3339
 from portal.audit.models import AuditEvent
 from portal.releases.models import Approval, ReleaseItem, ReleaseRequest
 

@@ -226,8 +226,7 @@ def fail_release(release: ReleaseRequest, reason: str) -> None:
     with transaction.atomic():
         lock_fresh(release)
         leases.give_back(Release.objects.filter(request=release), last_error=reason)
-        if release.can_move_to(State.FAILED):
-            set_state(None, release, State.FAILED, action="release.failed", reason=reason)
+        set_state(None, release, State.FAILED, action="release.failed", reason=reason, if_allowed=True)
 
 
 def fail_not_approved(release: ReleaseRequest, problems: list[str]) -> None:

@@ -1,6 +1,6 @@
 """Release requests: a coordinator freezes a list of verified episodes with a purpose (a draft), submits it
 for approval; a request ends rejected (with a reason) or released. Also the one place a request changes
-state: the move is checked against ``ReleaseRequest.TRANSITIONS``, saved and audited."""
+state (``set_state``): ``core.states.transition`` with the request's audit snapshot, then its notification."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from portal.access.models import Role
 from portal.access.permissions import has_role
 from portal.audit.services import record
 from portal.core import queue, storage
-from portal.core.states import lock_fresh, save_move
+from portal.core.states import lock_fresh, transition
 from portal.notifications import events
 from portal.recordings.models import Episode, Recording
 from portal.releases.exceptions import ReleaseError, StorageUnavailable
@@ -35,13 +35,14 @@ def snapshot(release: ReleaseRequest) -> dict[str, Any]:
 
 
 def set_state(actor, release: ReleaseRequest, state: str, *, action: str, after: dict | None = None,
-              **fields) -> None:
-    """Move ``release`` to ``state`` (``IllegalTransition`` if the table forbids it) with ``fields``, audited, in
-    the caller's transaction."""
-    before = snapshot(release)
-    save_move(release, state, fields)
-    record(actor, action, release, before=before, after={**snapshot(release), **(after or {})})
+              if_allowed: bool = False, **fields) -> bool:
+    """Move ``release`` to ``state`` (``IllegalTransition`` if the table forbids it, or False with
+    ``if_allowed``) with ``fields``, audited, in the caller's transaction (``core.states.transition``)."""
+    if not transition(actor, release, state, action=action, snapshot=snapshot, after=after, if_allowed=if_allowed,
+                      **fields):
+        return False
     events.release_moved(actor, release)
+    return True
 
 
 def releasable_episodes() -> QuerySet[Episode]:

@@ -14,7 +14,7 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from exporter.shard import rfc3339
+from exporter.timestamps import rfc3339
 from portal.audit.services import record
 from portal.core import queue
 from portal.notifications import events

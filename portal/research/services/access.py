@@ -15,6 +15,7 @@ from portal.access.models import Role, RoleGrant
 from portal.access.permissions import has_role
 from portal.access.services import grant_role, revoke_role
 from portal.audit.services import record
+from portal.core.states import transition
 from portal.notifications import events
 from portal.research.exceptions import AccessRefused, ResearchError
 from portal.research.models import AccessRequest, AgreementAcceptance
@@ -150,12 +151,10 @@ def grant_access(actor, access: AccessRequest, *, expires_at: datetime) -> Acces
     longest = timedelta(days=settings.CERES_ACCESS_MAX_DAYS)
     if expires_at - now > longest:
         raise ResearchError(f"access is granted for at most {settings.CERES_ACCESS_MAX_DAYS} days at a time")
-    before = _snapshot(locked)
-    locked.move_to(State.GRANTED)
-    locked.decided_by, locked.decided_at, locked.expires_at = actor, now, expires_at
-    locked.save()
-    grant_role(actor, locked.researcher, locked.study, Role.RESEARCHER, expires_at=expires_at, access_request=locked)
-    record(actor, "research.access_granted", locked, before=before, after=_snapshot(locked))
+    transition(actor, locked, State.GRANTED, action="research.access_granted", snapshot=_snapshot,
+               effects=lambda granted: grant_role(actor, granted.researcher, granted.study, Role.RESEARCHER,
+                                                  expires_at=expires_at, access_request=granted),
+               decided_by=actor, decided_at=now, expires_at=expires_at)
     events.access_decided(locked)
     access.refresh_from_db()
     return locked
@@ -166,11 +165,8 @@ def refuse_access(actor, access: AccessRequest, *, reason: str) -> AccessRequest
     locked = _locked(access)
     _require_steward(actor, locked, "refuse")
     reason = _reason(reason, "refuse access")
-    before = _snapshot(locked)
-    locked.move_to(State.REFUSED)
-    locked.decided_by, locked.decided_at, locked.reason = actor, timezone.now(), reason
-    locked.save()
-    record(actor, "research.access_refused", locked, before=before, after=_snapshot(locked))
+    transition(actor, locked, State.REFUSED, action="research.access_refused", snapshot=_snapshot,
+               decided_by=actor, decided_at=timezone.now(), reason=reason)
     events.access_decided(locked)
     access.refresh_from_db()
     return locked
@@ -186,25 +182,28 @@ def revoke_access(actor, access: AccessRequest, *, reason: str) -> AccessRequest
     locked = _locked(access)
     _require_steward(actor, locked, "revoke")
     reason = _reason(reason, "revoke access")
-    before = _snapshot(locked)
-    locked.move_to(State.REVOKED)
     now = timezone.now()
-    locked.revoked_by, locked.revoked_at, locked.reason = actor, now, reason
-    locked.save()
+    transition(actor, locked, State.REVOKED, action="research.access_revoked", snapshot=_snapshot,
+               effects=lambda revoked: _end_grant(actor, revoked, now), revoked_by=actor, revoked_at=now,
+               reason=reason)
+    events.access_decided(locked)
+    access.refresh_from_db()
+    return locked
+
+
+def _end_grant(actor, revoked: AccessRequest, now: datetime) -> None:
+    """What a revoked decision granted goes: the researcher grant it set is revoked, or falls back to the expiry of
+    another granted request of the same researcher still running."""
     grant = RoleGrant.objects.select_for_update(no_key=True).filter(
-        user=locked.researcher, study=locked.study, role=Role.RESEARCHER, access_request=locked).first()
+        user=revoked.researcher, study=revoked.study, role=Role.RESEARCHER, access_request=revoked).first()
     if grant is not None:
-        still = (AccessRequest.objects.filter(study=locked.study, researcher=locked.researcher, state=State.GRANTED,
+        still = (AccessRequest.objects.filter(study=revoked.study, researcher=revoked.researcher, state=State.GRANTED,
                                               expires_at__gt=now).order_by("-expires_at", "-pk").first())
         if still is None:
             revoke_role(actor, grant)
         else:
-            grant_role(actor, locked.researcher, locked.study, Role.RESEARCHER, expires_at=still.expires_at,
+            grant_role(actor, revoked.researcher, revoked.study, Role.RESEARCHER, expires_at=still.expires_at,
                        access_request=still)
-    record(actor, "research.access_revoked", locked, before=before, after=_snapshot(locked))
-    events.access_decided(locked)
-    access.refresh_from_db()
-    return locked
 
 
 @transaction.atomic
@@ -213,10 +212,7 @@ def cancel_request(user, access: AccessRequest) -> AccessRequest:
     locked = _locked(access)
     if user.pk != locked.researcher_id:
         raise AccessRefused("only the researcher who asked can cancel an access request")
-    before = _snapshot(locked)
-    locked.move_to(State.CANCELLED)
-    locked.save()
-    record(user, "research.access_cancelled", locked, before=before, after=_snapshot(locked))
+    transition(user, locked, State.CANCELLED, action="research.access_cancelled", snapshot=_snapshot)
     access.refresh_from_db()
     return locked
 

@@ -26,9 +26,10 @@ from exporter.assemble import assemble_dataset
 from exporter.errors import AssemblyError
 from exporter.jsonfile import json_bytes
 from exporter.receipt import bytes_digest, file_digest, folder_files
-from exporter.shard import rfc3339
+from exporter.timestamps import rfc3339
 from portal.audit.services import record
 from portal.core import leases, queue, storage
+from portal.core.states import transition
 from portal.notifications import events
 from portal.releases.models import ReleaseItem
 from portal.releases.services import manifest as signing
@@ -116,14 +117,12 @@ def _snapshot(dataset: Dataset) -> dict:
     return {"state": dataset.state, "last_error": dataset.last_error}
 
 
-def _move(actor, dataset: Dataset, state: str, *, action: str, after: dict | None = None, **fields) -> None:
-    before = _snapshot(dataset)
-    dataset.move_to(state)
-    for name, value in fields.items():
-        setattr(dataset, name, value)
-    dataset.save()
-    record(actor, action, dataset, before=before, after={**_snapshot(dataset), **(after or {})})
-    events.dataset_moved(dataset)
+def _move(actor, dataset: Dataset, state: str, *, action: str, after: dict | None = None, if_allowed: bool = False,
+          **fields) -> None:
+    """``core.states.transition`` with the dataset's audit snapshot, then its notification."""
+    if transition(actor, dataset, state, action=action, snapshot=_snapshot, after=after, if_allowed=if_allowed,
+                  **fields):
+        events.dataset_moved(dataset)
 
 
 def claim_dataset(dataset_id: int) -> Dataset | None:
@@ -267,6 +266,5 @@ def fail_dataset(dataset: Dataset, reason: str) -> None:
     """The build gave up: the dataset shows why; asking for the same selection again queues it again."""
     with transaction.atomic():
         locked = Dataset.objects.select_for_update(of=("self",), no_key=True).select_related("study").get(pk=dataset.pk)
-        if locked.can_move_to(State.FAILED):
-            _move(None, locked, State.FAILED, action="research.dataset_failed", last_error=reason[:2000],
-                  lease_until=None)
+        _move(None, locked, State.FAILED, action="research.dataset_failed", if_allowed=True,
+              last_error=reason[:2000], lease_until=None)

@@ -28,10 +28,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from exporter import release as release_format
+from exporter.layout import episode_folder
 from exporter.receipt import bytes_digest
-from exporter.shard import rfc3339
+from exporter.timestamps import rfc3339
 from portal.audit.services import record
 from portal.core import leases, queue, storage
+from portal.core.states import transition
 from portal.notifications import events
 from portal.recordings.models import Episode
 from portal.releases.models import ReleaseItem, ReleaseRequest
@@ -58,13 +60,10 @@ def open_withdrawal(event) -> Withdrawal:
     return withdrawal
 
 
-def _move(withdrawal: Withdrawal, state: str, *, action: str, after: dict | None = None, **fields) -> None:
-    before = {"state": withdrawal.state}
-    withdrawal.move_to(state)
-    for name, value in fields.items():
-        setattr(withdrawal, name, value)
-    withdrawal.save()
-    record(None, action, withdrawal, before=before, after={"state": withdrawal.state, **(after or {})})
+def _move(withdrawal: Withdrawal, state: str, *, action: str, after: dict | None = None, if_allowed: bool = False,
+          **fields) -> None:
+    """``core.states.transition`` by the system; the audit event records the state before and after."""
+    transition(None, withdrawal, state, action=action, after=after, if_allowed=if_allowed, **fields)
 
 
 def claim(withdrawal_id: int) -> Withdrawal | None:
@@ -122,9 +121,8 @@ def fail(withdrawal: Withdrawal, reason: str) -> None:
     """The job gave up (the task's last retry): the page shows why; a coordinator runs it again."""
     with transaction.atomic():
         locked = Withdrawal.objects.select_for_update(of=("self",), no_key=True).get(pk=withdrawal.pk)
-        if locked.can_move_to(State.FAILED):
-            _move(locked, State.FAILED, action="research.withdrawal_failed", last_error=reason[:2000],
-                  lease_until=None)
+        _move(locked, State.FAILED, action="research.withdrawal_failed", if_allowed=True, last_error=reason[:2000],
+              lease_until=None)
 
 
 def note_retry(withdrawal: Withdrawal, exc: BaseException, countdown: float) -> None:
@@ -207,7 +205,7 @@ def _withdraw_from_release(withdrawal: Withdrawal, release: ReleaseRequest, with
     releases = storage.releases()
     held = sorted(withdrawn & set(release.items.values_list("episode_index", flat=True)))
     for index in held:
-        storage.delete_prefix(releases, f"{release.prefix}{release_format.episode_folder(index)}/")
+        storage.delete_prefix(releases, f"{release.prefix}{episode_folder(index)}/")
     if Tombstone.objects.filter(withdrawal=withdrawal, release=release).exists():
         return
     successor = ReleaseRequest.objects.filter(supersedes=release).first()
@@ -227,11 +225,7 @@ def _remove_dataset(withdrawal: Withdrawal, dataset: Dataset, withdrawn: set[int
     with transaction.atomic():
         locked = Dataset.objects.select_for_update(of=("self",), no_key=True).select_related("study").get(pk=dataset.pk)
         if locked.state != Dataset.State.WITHDRAWN:
-            before = {"state": locked.state}
-            locked.move_to(Dataset.State.WITHDRAWN)
-            locked.lease_until = None
-            locked.save()
-            record(None, "research.dataset_withdrawn", locked, before=before, after={"state": locked.state})
+            transition(None, locked, Dataset.State.WITHDRAWN, action="research.dataset_withdrawn", lease_until=None)
     if not Tombstone.objects.filter(withdrawal=withdrawal, dataset=dataset).exists():
         indexes = sorted(withdrawn & set(DatasetEpisode.objects.filter(dataset=dataset).values_list(
             "item__episode_index", flat=True)))

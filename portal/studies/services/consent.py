@@ -21,7 +21,7 @@ from portal.access.permissions import has_role
 from portal.audit.services import record
 from portal.studies.exceptions import RegistryError
 from portal.studies.models import ConsentDocument, ConsentEvent, Demonstrator, Study
-from portal.studies.services.rules import signed_in_user, today
+from portal.studies.services.registry_change import signed_in_user, today
 from portal.studies.signals import consent_withdrawn
 
 CONSENT_DOCUMENT_MAX_BYTES = 20 * 1024 * 1024

@@ -9,7 +9,7 @@ from exporter.designator import family_pair, generate_designator, validate_desig
 from portal.audit.services import record
 from portal.studies.exceptions import RegistryError
 from portal.studies.models import Demonstrator, Headset, Study
-from portal.studies.services.rules import check_open_for_registry, signed_in_user
+from portal.studies.services.registry_change import check_open_for_registry, signed_in_user
 
 
 def normalise_designator(text: str) -> str:

@@ -15,7 +15,7 @@ from django_scopes import scope as study_scope
 from portal.audit.services import record
 from portal.studies.exceptions import HeadsetImportError, RegistryError
 from portal.studies.models import Headset, Study
-from portal.studies.services.rules import check_open_for_registry, signed_in_user, today
+from portal.studies.services.registry_change import check_open_for_registry, signed_in_user, today
 
 HEADSET_ID_MAX_CHARS = 128
 HEADSET_CSV_MAX_ROWS = 10_000

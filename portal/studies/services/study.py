@@ -10,7 +10,7 @@ from exporter.receipt import bytes_digest
 from portal.audit.services import record
 from portal.studies.exceptions import RegistryError, StudyError
 from portal.studies.models import DataUseAgreement, Study
-from portal.studies.services.rules import signed_in_user
+from portal.studies.services.registry_change import signed_in_user
 
 
 def _snapshot(study: Study) -> dict:

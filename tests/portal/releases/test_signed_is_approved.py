@@ -18,7 +18,7 @@ from django_scopes import scope
 
 from exporter.cli import main as exporter_main
 from exporter.release import MANIFEST
-from exporter.shard import rfc3339
+from exporter.timestamps import rfc3339
 from portal.audit.models import AuditEvent
 from portal.core import storage
 from portal.fixity.models import Alert

@@ -16,7 +16,7 @@ from django_scopes import scope
 
 from exporter.cli import main as exporter_main
 from exporter.release import MANIFEST, ReleaseProblem, verify_release
-from exporter.shard import rfc3339
+from exporter.timestamps import rfc3339
 from portal.audit.models import AuditEvent
 from portal.core import storage
 from portal.releases.models import Approval, ReleaseItem, ReleaseRequest

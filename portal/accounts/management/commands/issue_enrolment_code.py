@@ -4,6 +4,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from portal.accounts import services
+from portal.core.errors import command_refusals
 
 
 class Command(BaseCommand):
@@ -19,9 +20,7 @@ class Command(BaseCommand):
         user = get_user_model().objects.filter(username=username).first()
         if user is None:
             raise CommandError(f"no user {username!r}")
-        try:
+        with command_refusals():
             row, code = services.issue_enrolment_code("manage.py issue_enrolment_code", user, hours=hours)
-        except services.AccountError as exc:
-            raise CommandError(str(exc)) from None
         self.stdout.write(f"{username}: enrolment code {code} (valid until {row.expires_at:%Y-%m-%d %H:%M} UTC, "
                           "once)")

@@ -1,8 +1,9 @@
 """Lift a login lockout from the command line (e.g. the only site administrator locked out)."""
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 
 from portal.accounts import services
+from portal.core.errors import command_refusals
 
 
 class Command(BaseCommand):
@@ -14,8 +15,6 @@ class Command(BaseCommand):
         which.add_argument("--address", help="the client address that was locked out")
 
     def handle(self, *args, username=None, address=None, **options):
-        try:
+        with command_refusals():
             cleared = services.unlock("manage.py unlock_login", username=username, ip_address=address)
-        except services.AccountError as exc:
-            raise CommandError(str(exc)) from None
         self.stdout.write(f"{username or address}: {cleared} failed attempt record(s) cleared; it can sign in again.")

@@ -1,7 +1,7 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 
 from portal.audit.services import write_checkpoint
-from portal.core.errors import ServiceError
+from portal.core.errors import command_refusals
 
 
 class Command(BaseCommand):
@@ -15,10 +15,8 @@ class Command(BaseCommand):
                                  "an audit event with the reason")
 
     def handle(self, *args, **options):
-        try:
+        with command_refusals():
             checkpoint = write_checkpoint(restart=options["restart"].strip(), actor="manage.py audit_checkpoint")
-        except ServiceError as exc:
-            raise CommandError(str(exc)) from None
         if checkpoint is None:
             self.stdout.write("the audit log has no event yet: no checkpoint written")
             return

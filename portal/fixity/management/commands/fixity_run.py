@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 from django_scopes import scopes_disabled
 
-from portal.core.errors import ServiceError
+from portal.core.errors import command_refusals
 from portal.core.storage import is_transient
 from portal.fixity.services import runs
 from portal.studies.models import Study
@@ -31,14 +31,13 @@ class Command(BaseCommand):
             unknown = sorted(set(codes) - {study.code for study in studies})
             if unknown:
                 raise CommandError(f"no study with the code {', '.join(unknown)}")
-        try:
-            run = runs.run_fixity("command", full=options["all"], studies=studies)
-        except ServiceError as exc:
-            raise CommandError(str(exc)) from None
-        except Exception as exc:
-            if is_transient(exc):
-                raise CommandError(f"the storage did not answer; the run stopped and is recorded: {exc}") from None
-            raise
+        with command_refusals():
+            try:
+                run = runs.run_fixity("command", full=options["all"], studies=studies)
+            except Exception as exc:
+                if is_transient(exc):
+                    raise CommandError(f"the storage did not answer; the run stopped and is recorded: {exc}") from None
+                raise
         self.stdout.write(f"fixity run {run.pk} ({run.scope_label}): {run.units_checked} records, "
                           f"{run.objects_listed} objects listed, {run.objects_checked} checked "
                           f"({run.bytes_checked} bytes) in {run.duration.total_seconds():.1f} s, "

@@ -4,7 +4,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django_scopes import scope
 
-from portal.core.errors import ServiceError
+from portal.core.errors import command_refusals
 from portal.releases.models import ReleaseRequest
 from portal.releases.services import approval
 from portal.studies.models import Study
@@ -33,11 +33,9 @@ class Command(BaseCommand):
             release = ReleaseRequest.objects.select_related("study").filter(number=number).first()
             if release is None:
                 raise CommandError(f"study {study} has no release request {number}")
-            try:
+            with command_refusals():
                 approval.approve(officer, release, manifest_sha256=manifest_sha256,
                                  second_factor=approval.SecondFactor(code=code))
-            except ServiceError as exc:
-                raise CommandError(str(exc)) from None
             release.refresh_from_db()
         self.stdout.write(f"{release.release_id} approved by {user}; it is now "
                           f"{release.get_state_display().lower()}")
