@@ -6,7 +6,8 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from portal.accounts import views as accounts_views
 from portal.core import views as core_views
 from portal.releases import views as releases_views
-from portal.research import views as research_views
+from portal.research.views import access as research_access
+from portal.research.views import links as research_links
 
 urlpatterns = [
     path("", core_views.dashboard, name="dashboard"),
@@ -22,9 +23,9 @@ urlpatterns = [
     path("studies/<slug:study_code>/audit/", include("portal.audit.urls")),
     path("studies/<slug:study_code>/", include("portal.research.urls")),
     path("studies/<slug:study_code>/", include("portal.fixity.urls")),
-    path("research/", research_views.research_home, name="research-home"),
-    path("research/links/", research_views.my_links, name="research-links"),
-    path("downloads/<str:token>", research_views.download, name="research-download"),
+    path("research/", research_access.research_home, name="research-home"),
+    path("research/links/", research_links.my_links, name="research-links"),
+    path("downloads/<str:token>", research_links.download, name="research-download"),
     path(".well-known/ceres-release-key", releases_views.public_key, name="release-public-key"),
     path("studies/<slug:study_code>/lockouts/", accounts_views.study_lockouts, name="study-lockouts"),
     path("api/", include("portal.api_urls")),

@@ -7,4 +7,4 @@ class RecordingsConfig(AppConfig):
     verbose_name = "Recordings"
 
     def ready(self):
-        from portal.recordings import dashboard, fixity, receivers  # noqa: F401  (dashboard items, stored shards, registry hooks)
+        from portal.recordings import dashboard, fixity  # noqa: F401  (dashboard items, stored shards)

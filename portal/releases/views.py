@@ -10,7 +10,6 @@ from django.db.models import Count, IntegerField, OuterRef, Subquery
 from django.db.models.functions import Coalesce
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
@@ -20,13 +19,14 @@ from portal.access.models import Role
 from portal.access.permissions import study_view
 from portal.accounts.network import client_ip
 from portal.accounts.services import note_second_factor_passed, second_factor_passed_at
-from portal.core import integers, storage
+from portal.core import integers
 from portal.core.errors import refusals
 from portal.core.forms import date_input
-from portal.core.http import ranged_response
 from portal.core.pagination import list_page
+from portal.releases.made_by import made_by_withdrawal
 from portal.releases.models import Approval, EpisodeTag, ReleaseItem, ReleaseRequest
-from portal.releases.services import approval, gate, manifest, publish, release_requests, review
+from portal.releases.services import approval, gate, manifest, publish, release_requests
+from portal.releases.viewer import Viewer
 from portal.studies.models import Demonstrator, Headset
 
 COORDINATOR, ETHICS = Role.COORDINATOR, Role.ETHICS_OFFICER
@@ -186,21 +186,9 @@ def _detail_context(request: HttpRequest, study, release: ReleaseRequest) -> dic
         "in_progress": release.state in (State.APPROVED, State.RELEASING) or checklist.pending,
         "public_key_fingerprint": manifest.key_fingerprint(),
         "superseded_by": ReleaseRequest.objects.filter(supersedes=release).only("number").first(),
-        "made_by_withdrawal": _made_by_withdrawal(release),
+        "made_by_withdrawal": made_by_withdrawal(release),
         "carried_approvals": (release.superseding or {}).get("carried_approvals") or [],
     }
-
-
-def _made_by_withdrawal(release: ReleaseRequest) -> int | None:
-    """The id of the withdrawal that made a superseding release (from its tombstone for one made before it was
-    kept on the request); None for any other."""
-    if not release.supersedes_id:
-        return None
-    if (release.superseding or {}).get("withdrawal"):
-        return release.superseding["withdrawal"]
-    from portal.research.models import Tombstone  # research builds on releases
-
-    return Tombstone.objects.filter(superseded_by=release).values_list("withdrawal_id", flat=True).first()
 
 
 @never_cache
@@ -313,46 +301,27 @@ def _item(number: int, episode_index: int) -> ReleaseItem:
                              request__number=number, episode_index=episode_index)
 
 
+# The stored shards, as the officers review them (the headset named, no check beyond the page's roles).
+REVIEW = Viewer(route="release-episode", template="releases/episode.html", headset=True, released=False,
+                items=lambda release: ReleaseItem.objects.filter(request=release))
+
+
 @study_view(COORDINATOR, ETHICS)
 def release_episode(request: HttpRequest, study, number: int, episode_index: int) -> HttpResponse:
     item = _item(number, episode_index)
-    indexes = list(ReleaseItem.objects.filter(request=item.request).values_list("episode_index", flat=True))
-    position = indexes.index(episode_index)
-
-    def link(offset: int) -> str | None:
-        other = position + offset
-        if 0 <= other < len(indexes):
-            return reverse("release-episode", args=[study.code, number, indexes[other]])
-        return None
-
     checklist = gate.evaluate(item.request, item=item).episodes[0]
-    return render(request, "releases/episode.html", {
-        "study": study, "release_request": item.request, "item": item, "recording": item.episode.recording,
-        "checks": checklist.checks, "position": position + 1, "count": len(indexes),
-        "viewer_caption": review.caption(item.episode.recording, headset=True),
-        "previous_url": link(-1), "next_url": link(1),
-        "data_url": reverse("release-episode-data", args=[study.code, number, episode_index]),
-        "video_url": (reverse("release-episode-video", args=[study.code, number, episode_index])
-                      if review.video_path(item) else None),
-    })
+    return REVIEW.page(request, study, item, checks=checklist.checks)
 
 
 @study_view(COORDINATOR, ETHICS)
 def release_episode_data(request: HttpRequest, study, number: int, episode_index: int) -> JsonResponse:
-    item = _item(number, episode_index)
-    with refusals(request) as outcome:
-        return JsonResponse(review.episode_review(item))
-    return JsonResponse({"detail": str(outcome.error)}, status=outcome.error.status)
+    return REVIEW.data(request, _item(number, episode_index))
 
 
 @study_view(COORDINATOR, ETHICS)
 def release_episode_video(request: HttpRequest, study, number: int, episode_index: int) -> HttpResponse:
     """The shard's video from the shards storage, with HTTP Range (browsers seek with it)."""
-    item = _item(number, episode_index)
-    name = review.video_path(item)
-    if name is None:
-        raise Http404("this episode has no video")
-    return ranged_response(request, storage.shards(), item.episode.prefix + name, content_type="video/mp4")
+    return REVIEW.video(request, _item(number, episode_index))
 
 
 def public_key(request: HttpRequest) -> HttpResponse:

@@ -7,4 +7,8 @@ class ResearchConfig(AppConfig):
     verbose_name = "Researcher access"
 
     def ready(self):
-        from portal.research import dashboard, fixity, receivers  # noqa: F401  (items, stored objects, withdrawals)
+        from portal.releases import made_by
+        from portal.research import dashboard, fixity  # noqa: F401  (dashboard items, stored objects)
+        from portal.research.services.withdrawals import withdrawal_of
+
+        made_by.register_lookup(withdrawal_of)  # a superseding release made before requests named their withdrawal

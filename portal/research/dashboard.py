@@ -6,7 +6,6 @@ from django.utils import timezone
 
 from portal.access.models import Role
 from portal.core.dashboard import Item, register
-from portal.research.exceptions import AccessRefused
 from portal.research.models import AccessRequest, DatasetRequester, Withdrawal
 from portal.research.services import access, catalogue
 
@@ -14,11 +13,9 @@ from portal.research.services import access, catalogue
 @register(Role.RESEARCHER)
 def researcher_items(study, user):
     items = []
-    try:
-        access.check_access(user, study)
-    except AccessRefused as refused:
-        items.append(Item(str(refused).capitalize(), url=reverse("research-agreement", args=[study.code]),
-                          attention=True))
+    problem = access.access_problem(user, study)
+    if problem:
+        items.append(Item(problem.capitalize(), url=reverse("research-agreement", args=[study.code]), attention=True))
     grant = access.researcher_grant(user, study)
     if grant is not None and grant.expires_at is not None:
         items.append(Item(f"Your access ends on {timezone.localtime(grant.expires_at):%Y-%m-%d}",

@@ -23,7 +23,6 @@ urlpatterns = [
     path("demonstrators/new/", views.create_demonstrator, name="study-create-demonstrator"),
     path("demonstrators/<uint:demonstrator_pk>/", views.demonstrator_detail, name="study-demonstrator"),
     path("demonstrators/<uint:demonstrator_pk>/consent/", views.give_consent, name="study-give-consent"),
-    path("demonstrators/<uint:demonstrator_pk>/withdraw/", views.withdraw_consent, name="study-withdraw-consent"),
     path("consent-documents/", views.consent_documents, name="study-consent-documents"),
     path("consent-documents/upload/", views.upload_consent_document, name="study-upload-consent-document"),
     path("consent-documents/<uint:document_pk>/file/", views.consent_document_file, name="study-consent-document-file"),

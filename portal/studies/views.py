@@ -354,7 +354,10 @@ def create_demonstrator(request: HttpRequest, study) -> HttpResponse:
     return _demonstrators_page(request, study, form=form)
 
 
-def _demonstrator_page(request, study, demonstrator, *, consent_form=None, withdrawal_form=None) -> HttpResponse:
+def demonstrator_page(request, study, demonstrator, *, consent_form=None, withdrawal_form=None) -> HttpResponse:
+    """The demonstrator's consent history and coverage, with the consent and withdrawal forms (a refused one with
+    its errors, answered 400). Its withdrawal form posts to research's view (``research/views/withdrawals.py``):
+    a withdrawal reaches released data, which the registry does not hold."""
     today = timezone.localdate()
     return render(request, "studies/demonstrator.html", {
         "study": study,
@@ -372,7 +375,7 @@ def _demonstrator_page(request, study, demonstrator, *, consent_form=None, withd
 
 @study_view(COORDINATOR, ETHICS)
 def demonstrator_detail(request: HttpRequest, study, demonstrator_pk: int) -> HttpResponse:
-    return _demonstrator_page(request, study, get_object_or_404(Demonstrator, pk=demonstrator_pk))
+    return demonstrator_page(request, study, get_object_or_404(Demonstrator, pk=demonstrator_pk))
 
 
 @require_POST
@@ -386,25 +389,7 @@ def give_consent(request: HttpRequest, study, demonstrator_pk: int) -> HttpRespo
                                     scopes=form.cleaned_data["scopes"]):
         messages.success(request, f"Consent recorded for {demonstrator.designator}.")
         return redirect("study-demonstrator", study.code, demonstrator.pk)
-    return _demonstrator_page(request, study, demonstrator, consent_form=form)
-
-
-@require_POST
-@study_view(COORDINATOR)
-def withdraw_consent(request: HttpRequest, study, demonstrator_pk: int) -> HttpResponse:
-    demonstrator = get_object_or_404(Demonstrator, pk=demonstrator_pk)
-    form = WithdrawalForm(request.POST)
-    event = form.is_valid() and _attempt(form, "withdrawal_date", consent_service.withdraw_consent, request.user,
-                                         demonstrator, withdrawal_date=form.cleaned_data["withdrawal_date"],
-                                         reason=form.cleaned_data["reason"])
-    if event:
-        messages.success(request, f"Withdrawal recorded for {demonstrator.designator}: no more links are issued for "
-                                  f"their episodes. Below, what it reaches and what is done about it.")
-        job = getattr(event, "withdrawal_job", None)  # opened by researcher access in the same transaction
-        if job is not None:
-            return redirect("research-withdrawal", study.code, job.pk)
-        return redirect("study-demonstrator", study.code, demonstrator.pk)
-    return _demonstrator_page(request, study, demonstrator, withdrawal_form=form)
+    return demonstrator_page(request, study, demonstrator, consent_form=form)
 
 
 # --- consent documents ------------------------------------------------------------------------

@@ -36,7 +36,8 @@ from portal.releases.services import gate, release_requests
 from portal.releases.services.approval import approve
 from portal.research.models import Dataset, Tombstone, Withdrawal
 from portal.research.services import access, catalogue, datasets
-from portal.studies.services.consent import give_consent, withdraw_consent
+from portal.research.services.withdrawals import withdraw_consent
+from portal.studies.services.consent import give_consent
 from portal.studies.services.demonstrators import create_demonstrator
 from portal.studies.services.study import publish_data_use_agreement
 from tests.drills.forked_worker import RABBIT, ForkedWorker, rabbit_up

@@ -20,8 +20,9 @@ from portal.recordings.models import Recording
 from portal.releases.models import ReleaseRequest
 from portal.research.models import AccessRequest, Dataset, IssuedLink, Withdrawal
 from portal.research.services import access, catalogue, datasets, links
+from portal.research.services.withdrawals import withdraw_consent
 from portal.studies.models import ConsentDocument, ConsentEvent, Demonstrator, Headset
-from portal.studies.services.consent import give_consent, withdraw_consent
+from portal.studies.services.consent import give_consent
 from portal.studies.services.demonstrators import create_demonstrator
 from portal.studies.services.study import publish_data_use_agreement
 from tests.portal.urlwalk import all_routes, url_of

@@ -20,7 +20,8 @@ from portal.releases.services import publish
 from portal.releases.services.approval import approve
 from portal.research.models import Withdrawal
 from portal.research.services import links, withdrawals
-from portal.studies.services.consent import give_consent, withdraw_consent
+from portal.research.services.withdrawals import withdraw_consent
+from portal.studies.services.consent import give_consent
 from portal.studies.services.demonstrators import create_demonstrator
 from tests.portal.research import conftest as research
 

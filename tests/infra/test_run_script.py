@@ -229,7 +229,7 @@ from django.utils import timezone
 from django_scopes import scope
 from portal.recordings.demo import demo_registry
 from portal.studies.models import ConsentEvent, Study
-from portal.studies.services.consent import withdraw_consent
+from portal.research.services.withdrawals import withdraw_consent
 with scope(study=Study.objects.get(code="demo")):
     withdrawal = ConsentEvent.objects.filter(kind=ConsentEvent.Kind.WITHDRAWN).first()
     if withdrawal is None:

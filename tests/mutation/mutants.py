@@ -45,14 +45,14 @@ T_CHECKPOINT = ("tests/portal/audit/test_tamper_detection.py", "tests/portal/aud
 T_CRYPTO = ("tests/portal/recordings/test_audio_crypto.py",)
 T_EXPORT = ("tests/portal/recordings/test_shard_upload.py", "tests/portal/recordings/test_export.py",
             "tests/portal/recordings/test_tasks.py")
-T_VERIFY = ("tests/portal/recordings/test_export.py",)
+T_VERIFY = ("tests/portal/recordings/test_verification.py", "tests/portal/recordings/test_export.py")
 T_INGEST = ("tests/portal/recordings/test_ingest.py", "tests/portal/recordings/test_quarantine_fixes.py",
             "tests/portal/recordings/test_hostile_sources.py")
-T_AUDIO = ("tests/portal/recordings/test_audio_retention.py",)
-T_HISTORY = ("tests/portal/recordings/test_state_machine.py",)
+T_AUDIO = ("tests/portal/recordings/test_audio.py",)
+T_HISTORY = ("tests/portal/recordings/test_history.py",)
 T_TRANSITIONS = "tests/portal/core/test_transitions.py"
 T_INBOX = ("tests/portal/recordings/test_inbox.py",)
-T_FIXITY = ("tests/portal/fixity/test_fixity.py",)
+T_FIXITY = ("tests/portal/fixity/test_runs.py",)
 T_SLICING = ("tests/portal/fixity/test_slicing.py",)
 T_ALERTS = ("tests/portal/fixity/test_alerts.py",)
 
@@ -168,7 +168,7 @@ MUTANTS: list[Mutant] = [
            "            if False:", "a shard whose rows differ from its allocation fails the export", T_EXPORT),
     Mutant("export-live-lease-ignored", EXPORT,
            "        if recording.state == State.RUNNING and live_lease:", "        if False:",
-           "a live lease of another attempt makes the task wait", ("tests/portal/recordings/test_state_machine.py",
+           "a live lease of another attempt makes the task wait", ("tests/portal/recordings/test_history.py",
                                                                    *T_EXPORT)),
     Mutant("export-until-export-not-purged", EXPORT,
            "    if recording.audio == Recording.Audio.ENCRYPTED and recording.study.audio_policy == "
@@ -220,7 +220,7 @@ MUTANTS: list[Mutant] = [
            "every state change is an audit event", (*T_HISTORY, T_TRANSITIONS)),
     Mutant("states-transitions-unchecked", STATES, "        if not self.can_move_to(state):",
            "        if False:", "a move the transition table forbids is refused",
-           (*T_HISTORY, "tests/portal/releases/test_approval.py")),
+           (*T_HISTORY, "tests/portal/releases/test_release_requests.py")),
     Mutant("headset-assignment-unchecked", HEADSETS, "    if headset.assigned_on > on_date:", "    if False:",
            "the gate fails a recording made before its headset was the study's",
            ("tests/portal/studies/test_headsets.py", "tests/portal/releases/test_gate.py")),

@@ -38,14 +38,26 @@ def _researcher(user):
     return user
 
 
-def open_to_requests(study: Study) -> DataUseAgreement:
-    """The agreement a researcher accepts to ask for access; ``ResearchError`` when the study takes no requests."""
+def _requests_open(study: Study) -> tuple[str, DataUseAgreement | None]:
     if study.status == Study.Status.DRAFT:
-        raise ResearchError(f"study {study.code} is still a draft; it takes no access requests yet")
+        return f"study {study.code} is still a draft; it takes no access requests yet", None
     agreement = current_data_use_agreement(study)
     if agreement is None:
-        raise ResearchError(f"study {study.code} has not published a data-use agreement; it cannot give access "
-                            f"to its data yet")
+        return (f"study {study.code} has not published a data-use agreement; it cannot give access to its data "
+                f"yet"), None
+    return "", agreement
+
+
+def closed_to_requests(study: Study) -> str:
+    """Why the study takes no access requests ("" when it takes them)."""
+    return _requests_open(study)[0]
+
+
+def open_to_requests(study: Study) -> DataUseAgreement:
+    """The agreement a researcher accepts to ask for access; ``ResearchError`` when the study takes no requests."""
+    problem, agreement = _requests_open(study)
+    if problem:
+        raise ResearchError(problem)
     return agreement
 
 
@@ -221,24 +233,38 @@ def researcher_grant(user, study: Study) -> RoleGrant | None:
     return RoleGrant.objects.filter(user=user, study=study, role=Role.RESEARCHER).first()
 
 
-def check_access(user, study: Study, *, now: datetime | None = None) -> AgreementAcceptance:
-    """The live check of the person behind a download: an unexpired researcher grant in the study and an
-    acceptance of its current data-use agreement (version and text). ``AccessRefused`` names what is missing."""
+def _live_check(user, study: Study, now: datetime | None) -> tuple[str, AgreementAcceptance | None]:
+    """What the live check refuses ("" when nothing) and, when it passes, the acceptance it relies on."""
     now = now or timezone.now()
     if not getattr(user, "is_authenticated", False) or not user.is_active:
-        raise AccessRefused("sign in first")
+        return "sign in first", None
     grant = researcher_grant(user, study)
     if grant is None:
-        raise AccessRefused(f"you hold no researcher grant in study {study.code}; ask for access first")
+        return f"you hold no researcher grant in study {study.code}; ask for access first", None
     if not grant.is_active(now):
-        raise AccessRefused(f"your researcher grant in study {study.code} ended on "
-                            f"{timezone.localtime(grant.expires_at):%Y-%m-%d %H:%M}; ask for access again")
+        return (f"your researcher grant in study {study.code} ended on "
+                f"{timezone.localtime(grant.expires_at):%Y-%m-%d %H:%M}; ask for access again"), None
     agreement = current_data_use_agreement(study)
     if agreement is None:
-        raise AccessRefused(f"study {study.code} has no data-use agreement; no data can be given out")
+        return f"study {study.code} has no data-use agreement; no data can be given out", None
     accepted = latest_acceptance(user, study)
     if accepted is None or accepted.agreement_id != agreement.pk or accepted.sha256 != agreement.sha256:
         held = f" (you accepted version {accepted.version})" if accepted else ""
-        raise AccessRefused(f"accept version {agreement.version} of the data-use agreement of study {study.code} "
-                            f"first{held}")
+        return (f"accept version {agreement.version} of the data-use agreement of study {study.code} "
+                f"first{held}"), None
+    return "", accepted
+
+
+def access_problem(user, study: Study, *, now: datetime | None = None) -> str:
+    """Why the live check would refuse ``user`` the study's data now ("" when it would not): what a page shows
+    before anyone asks for a file."""
+    return _live_check(user, study, now)[0]
+
+
+def check_access(user, study: Study, *, now: datetime | None = None) -> AgreementAcceptance:
+    """The live check of the person behind a download: an unexpired researcher grant in the study and an
+    acceptance of its current data-use agreement (version and text). ``AccessRefused`` names what is missing."""
+    problem, accepted = _live_check(user, study, now)
+    if problem:
+        raise AccessRefused(problem)
     return accepted

@@ -1,9 +1,12 @@
 """A consent withdrawal that reaches released data (governance section 8).
 
-In the transaction that records the withdrawal (``studies.services.consent.withdraw_consent``) a ``Withdrawal``
-is opened and its job queued; from that commit on no link is issued for the demonstrator's episodes: link
-issuance locks the demonstrators' rows and reads consent after the lock (``links._issue``), so a request racing
-the withdrawal either committed before it (and is in the reach) or sees it and is refused.
+A withdrawal of consent starts here, by name: ``withdraw_consent`` (called by the demonstrator page's form and the
+consent-events API, ``research/views/withdrawals.py`` and ``research/api/withdrawals.py``) records it in the
+registry (``studies.services.consent.record_withdrawal``), purges the demonstrator's kept raw audio once it commits
+(``recordings.services.audio``) and, in the same transaction, opens a ``Withdrawal`` whose job is queued. From that
+commit on no link is issued for the demonstrator's episodes: link issuance locks the demonstrators' rows and reads
+consent after the lock (``links._issue``), so a request racing the withdrawal either committed before it (and is in
+the reach) or sees it and is refused.
 
 The job (``apply_withdrawal``, a task) then, each step idempotent so a re-run changes nothing:
 
@@ -22,10 +25,12 @@ The job (``apply_withdrawal``, a task) then, each step idempotent so a re-run ch
 from __future__ import annotations
 
 from collections import defaultdict
+from datetime import date
 
 from django.core.files.base import ContentFile
 from django.db import transaction
 from django.utils import timezone
+from django_scopes import scope
 
 from exporter import release as release_format
 from exporter.layout import episode_folder
@@ -36,11 +41,14 @@ from portal.core import leases, queue, storage
 from portal.core.states import transition
 from portal.notifications import events
 from portal.recordings.models import Episode
+from portal.recordings.services import audio
 from portal.releases.models import ReleaseItem, ReleaseRequest
 from portal.releases.services import gate
 from portal.releases.services import manifest as signing
 from portal.releases.services.supersede import reject_open, supersede
 from portal.research.models import Dataset, DatasetEpisode, IssuedLink, Tombstone, Withdrawal, WithdrawalNotice
+from portal.studies.models import ConsentEvent, Demonstrator
+from portal.studies.services import consent
 
 State = Withdrawal.State
 ReleaseState = ReleaseRequest.State
@@ -48,6 +56,27 @@ ReleaseState = ReleaseRequest.State
 # (its other episodes' objects stay).
 HOLDING = (ReleaseState.RELEASED, ReleaseState.SUPERSEDED)
 REASON = Tombstone.REASON
+
+
+@transaction.atomic
+def withdraw_consent(actor, demonstrator: Demonstrator, *, withdrawal_date: date, reason: str) -> ConsentEvent:
+    """Withdraw all the demonstrator's consent from ``withdrawal_date`` on, in one transaction (so consent stands
+    withdrawn exactly when its withdrawal job exists):
+
+    1. the registry records the withdrawal event (``consent.record_withdrawal``, which refuses a bad date or reason);
+    2. once it commits, the demonstrator's kept raw audio is purged (storage objects go only after the commit);
+    3. the withdrawal job is opened and queued once it commits (``open_withdrawal``; the job is ``apply_withdrawal``).
+    """
+    with scope(study=demonstrator.study):
+        event = consent.record_withdrawal(actor, demonstrator, withdrawal_date=withdrawal_date, reason=reason)
+        transaction.on_commit(lambda: _purge_audio(demonstrator))
+        open_withdrawal(event)
+    return event
+
+
+def _purge_audio(demonstrator: Demonstrator) -> None:
+    with scope(study=demonstrator.study):
+        audio.purge_for_withdrawal(demonstrator)
 
 
 def open_withdrawal(event) -> Withdrawal:
@@ -58,6 +87,12 @@ def open_withdrawal(event) -> Withdrawal:
                after={"event": event.pk, "withdrawal_date": event.event_date})
         queue.enqueue("research.apply_withdrawal", withdrawal.pk)
     return withdrawal
+
+
+def withdrawal_of(release: ReleaseRequest) -> int | None:
+    """The withdrawal that made a superseding release made before requests named it: from its tombstone
+    (registered with ``releases.made_by`` by ``research/apps.py``)."""
+    return Tombstone.objects.filter(superseded_by=release).values_list("withdrawal_id", flat=True).first()
 
 
 def _move(withdrawal: Withdrawal, state: str, *, action: str, after: dict | None = None, if_allowed: bool = False,

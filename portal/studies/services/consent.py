@@ -22,7 +22,6 @@ from portal.audit.services import record
 from portal.studies.exceptions import RegistryError
 from portal.studies.models import ConsentDocument, ConsentEvent, Demonstrator, Study
 from portal.studies.services.registry_change import signed_in_user, today
-from portal.studies.signals import consent_withdrawn
 
 CONSENT_DOCUMENT_MAX_BYTES = 20 * 1024 * 1024
 CONSENT_SCOPES = tuple(ConsentEvent.Scope.values)
@@ -187,11 +186,11 @@ def give_consent(actor, demonstrator: Demonstrator, *, document: ConsentDocument
 
 
 @transaction.atomic
-def withdraw_consent(actor, demonstrator: Demonstrator, *, withdrawal_date: date, reason: str) -> ConsentEvent:
-    """Record a withdrawal of all the demonstrator's consent from ``withdrawal_date`` on.
+def record_withdrawal(actor, demonstrator: Demonstrator, *, withdrawal_date: date, reason: str) -> ConsentEvent:
+    """Record a withdrawal of all the demonstrator's consent from ``withdrawal_date`` on: the registry's part only.
 
-    Sends ``consent_withdrawn`` inside the transaction: receivers that act outside the database
-    should defer with ``transaction.on_commit``.
+    A withdrawal also reaches raw audio and released data, which the registry does not hold: it is made through
+    ``research.services.withdrawals.withdraw_consent``, which calls this in its transaction.
     """
     study = demonstrator.study
     reason = reason.strip()
@@ -214,7 +213,6 @@ def withdraw_consent(actor, demonstrator: Demonstrator, *, withdrawal_date: date
             reason=reason, recorded_by=signed_in_user(actor),
         )
         record(actor, "consent.withdrawn", event, after=_event_snapshot(event))
-        consent_withdrawn.send(sender=Demonstrator, demonstrator=demonstrator, event=event)
     return event
 
 

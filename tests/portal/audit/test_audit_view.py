@@ -17,7 +17,7 @@ from django_scopes import scope
 from portal.audit import services, study_log
 from portal.audit.models import AuditEvent
 from portal.audit.services import record, run_verification, write_checkpoint
-from portal.studies.services.consent import withdraw_consent
+from portal.research.services.withdrawals import withdraw_consent
 from portal.studies.services.demonstrators import create_demonstrator
 from tests.portal.audit.tamper import raw
 

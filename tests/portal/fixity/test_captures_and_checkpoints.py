@@ -19,7 +19,7 @@ from portal.fixity.models import Alert, FixityProblem
 from portal.fixity.services import runs
 from portal.recordings.models import Recording
 from tests.portal.fixity.conftest import flip_a_byte, replace
-from tests.portal.fixity.test_fixity import _assert_alerted, problems_of
+from tests.portal.fixity.test_runs import _assert_alerted, problems_of
 
 pytestmark = pytest.mark.django_db
 Kind = FixityProblem.Kind

@@ -15,7 +15,8 @@ from portal.notifications.models import Email, Kind, Notification
 from portal.releases.models import ReleaseRequest
 from portal.research.models import Withdrawal, WithdrawalNotice
 from portal.research.services import links, withdrawals
-from portal.studies.services.consent import give_consent, withdraw_consent
+from portal.research.services.withdrawals import withdraw_consent
+from portal.studies.services.consent import give_consent
 from portal.studies.services.demonstrators import create_demonstrator
 
 pytestmark = pytest.mark.django_db

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import itertools
+import shutil
 import sys
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
@@ -16,6 +17,9 @@ from django_scopes import scope
 
 from exporter.generate import generate_capture
 from portal.core import queue, storage
+from portal.recordings.models import Recording
+from portal.recordings.services.export import export_recording
+from portal.recordings.services.ingest import ingest_path, ingest_received
 from portal.studies.services.consent import accept_consent_document, give_consent, upload_consent_document
 from portal.studies.services.demonstrators import create_demonstrator
 from portal.studies.services.headsets import register_headset
@@ -135,3 +139,31 @@ def worker(settings, tmp_path, unique_code):
         yield process
     finally:
         process.kill()
+
+
+def accepted(reg, make_capture, **kwargs) -> Recording:
+    """A recording ingested from a fresh capture of the registry, queued for export."""
+    with scope(study=reg.study):
+        recording = ingest_path(reg.coordinator, reg.study, make_capture(reg.claims(), **kwargs))
+    assert recording.state == Recording.State.QUEUED, recording.reason
+    return recording
+
+
+def export(reg, recording) -> Recording:
+    """The export task's work on ``recording``, run here."""
+    with scope(study=reg.study):
+        export_recording(recording.pk)
+        recording.refresh_from_db()
+    return recording
+
+
+def zipped(folder):
+    """The capture folder as a zip archive, as a headset uploads it."""
+    return shutil.make_archive(str(folder), "zip", root_dir=folder.parent, base_dir=folder.name)
+
+
+def run_ingest(reg):
+    """What the worker would do for every upload waiting in storage."""
+    with scope(study=reg.study):
+        for recording in Recording.objects.filter(state=Recording.State.RECEIVED):
+            ingest_received(recording)

@@ -12,8 +12,8 @@ from django_scopes import scope
 
 from portal.recordings.demo import demo_registry
 from portal.recordings.models import Recording
+from portal.research.services.withdrawals import withdraw_consent
 from portal.studies.models import ConsentEvent
-from portal.studies.services.consent import withdraw_consent
 
 
 def _withdraw(demo) -> ConsentEvent:

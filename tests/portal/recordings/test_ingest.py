@@ -18,11 +18,18 @@ from portal.audit.models import AuditEvent
 from portal.recordings.exceptions import PipelineError
 from portal.recordings.models import Recording
 from portal.recordings.services.export import retry_export
-from portal.recordings.services.ingest import ingest_path, recheck, register_demonstrator
+from portal.recordings.services.ingest import (
+    ingest_path,
+    ingest_received,
+    receive_upload,
+    recheck,
+    register_demonstrator,
+)
 from portal.studies.models import Demonstrator
 from portal.studies.services.consent import give_consent
 from portal.studies.services.headsets import register_headset, retire_headset
 from portal.studies.services.study import set_study_status
+from tests.portal.recordings.conftest import zipped
 
 pytestmark = pytest.mark.django_db
 
@@ -166,3 +173,21 @@ def test_ingest_command(reg, make_capture, capsys):
     assert "HS-77" in capsys.readouterr().err
     with pytest.raises(CommandError, match="no study"):
         call_command("ingest", str(good), "--study", "nope")
+
+
+def test_redelivered_ingest_only_removes_the_upload(reg, make_capture, stored_objects):
+    with open(zipped(make_capture(reg.claims())), "rb") as stream, scope(study=reg.study):
+        recording = receive_upload(reg.coordinator, reg.study, stream, name="capture.zip", via="api")
+        incoming = recording.incoming_name
+        ingest_received(recording)
+        # A worker killed after the ingest but before the clean-up: the upload object is back, the task comes again.
+        from django.core.files.base import ContentFile
+        from django.core.files.storage import storages
+
+        storages["captures"].save(incoming, ContentFile(b"left over"))
+        Recording.objects.filter(pk=recording.pk).update(incoming_name=incoming)
+        recording.refresh_from_db()
+        ingest_received(recording)
+    recording.refresh_from_db()
+    assert recording.state == Recording.State.QUEUED and recording.incoming_name == ""
+    assert incoming not in stored_objects("captures", reg.study.code)

@@ -1,6 +1,6 @@
 """Four eyes: the requester never approves (page, API, admin action, command), one officer counts once, an
-officer of another study is refused, officers approving at the same instant are counted once each; rejection;
-the fresh second factor."""
+officer of another study is refused, officers approving at the same instant are counted once each; the fresh
+second factor. Rejection: test_release_requests.py."""
 
 from __future__ import annotations
 
@@ -17,9 +17,8 @@ from django_scopes import scope
 from portal.accounts.services import provision_second_factor
 from portal.audit.models import AuditEvent
 from portal.celery import app
-from portal.releases.exceptions import ApprovalRefused, IllegalTransition, ReleaseError, SecondFactorNeeded
+from portal.releases.exceptions import ApprovalRefused, ReleaseError, SecondFactorNeeded
 from portal.releases.models import ReleaseRequest
-from portal.releases.services import release_requests
 from portal.releases.services.approval import SecondFactor, approve
 from portal.studies.services.study import set_approval_second_factor
 
@@ -111,28 +110,6 @@ def test_approving_needs_the_manifest_that_was_shown(team, verified, make_reques
     with scope(study=team.study), pytest.raises(ReleaseError, match="reload the request and review it again"):
         approve(team.reg.ethics, request, manifest_sha256="0" * 64)
     assert approvals(request) == []
-
-
-@pytest.mark.django_db
-def test_rejection_needs_a_reason_and_ends_the_request(team, verified, make_request, client):
-    request = make_request(verified(1))
-    with scope(study=team.study):
-        with pytest.raises(ReleaseError, match="a rejection needs a reason"):
-            release_requests.reject(team.reg.ethics, request, reason="  ")
-        release_requests.reject(team.reg.ethics, request, reason="consent wording under review")
-        with pytest.raises(ReleaseError, match="is rejected, not awaiting approval"):
-            approve(team.ethics2, request, manifest_sha256=request.manifest_sha256)
-    rejected = load(request)
-    assert (rejected.state, rejected.reason, rejected.rejected_by) == (
-        State.REJECTED, "consent wording under review", team.reg.ethics)
-    events = AuditEvent.objects.count()
-    with scope(study=team.study), pytest.raises(IllegalTransition,
-                                                match=r"release-\d{4} is rejected; it cannot become awaiting approval"):
-        release_requests.set_state(team.reg.coordinator, rejected, State.AWAITING_APPROVAL, action="release.submitted")
-    assert load(request).state == State.REJECTED and AuditEvent.objects.count() == events
-    client.force_login(team.reg.coordinator)
-    page = client.get(reverse("release-detail", args=[team.study.code, request.number]))
-    assert "consent wording under review" in page.content.decode()
 
 
 @pytest.mark.django_db

@@ -23,8 +23,8 @@ from portal.releases.exceptions import GateFailed
 from portal.releases.models import ReleaseRequest
 from portal.releases.services import gate, release_requests
 from portal.releases.services.approval import approve
+from portal.research.services.withdrawals import withdraw_consent
 from portal.studies.models import Headset
-from portal.studies.services.consent import withdraw_consent
 from portal.studies.services.headsets import declare_assigned_on, retire_headset
 
 pytestmark = pytest.mark.django_db

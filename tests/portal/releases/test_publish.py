@@ -20,7 +20,7 @@ from portal.core import storage
 from portal.releases.models import Release, ReleaseRequest
 from portal.releases.services import publish
 from portal.releases.services.approval import approve
-from portal.studies.services.consent import withdraw_consent
+from portal.research.services.withdrawals import withdraw_consent
 
 pytestmark = pytest.mark.django_db
 State = ReleaseRequest.State

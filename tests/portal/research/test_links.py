@@ -16,8 +16,8 @@ from portal.audit.models import AuditEvent
 from portal.core import storage
 from portal.research.exceptions import AccessRefused, LinkRefused, ResearchError
 from portal.research.models import AccessRequest, IssuedLink
-from portal.research.services import access, catalogue, links
-from portal.studies.services.consent import withdraw_consent
+from portal.research.services import access, links
+from portal.research.services.withdrawals import withdraw_consent
 from portal.studies.services.study import publish_data_use_agreement
 from tests.portal.research.linkfetch import fetch
 
@@ -121,12 +121,6 @@ def test_a_link_cannot_be_altered_to_reach_another_object(storage_kind, released
             links.resolve(altered)
         status, body = fetch(client, f"/downloads/{altered}")
         assert status == 403 and b"not valid" in body
-
-
-def test_catalogue_release_files_lists_every_object(released):
-    with scope(study=released.study):
-        files = catalogue.release_files(released)
-    assert sorted(name for name, _ in files.values()) == storage.walk(storages["releases"], released.prefix)
 
 
 @pytest.mark.parametrize("storage_kind", ["local"], indirect=True)  # the portal's own links: its page answers

@@ -18,7 +18,8 @@ from portal.access.models import Role, RoleGrant
 from portal.access.services import grant_role
 from portal.research.models import AccessRequest, IssuedLink, Withdrawal
 from portal.research.services import access, catalogue, datasets
-from portal.studies.services.consent import give_consent, withdraw_consent
+from portal.research.services.withdrawals import withdraw_consent
+from portal.studies.services.consent import give_consent
 from portal.studies.services.demonstrators import create_demonstrator
 from tests.portal.urlwalk import study_url_patterns
 
@@ -88,6 +89,11 @@ EXPECTED: dict[str, list[tuple[str, dict[str, int], dict | None]]] = {
     "research-withdrawal": [("GET", STEWARDS, None)],
     "research-withdrawal-status": [("GET", STEWARDS, None)],
     "research-withdrawal-run-again": [("POST", only(302, C, E), None)],  # refused: the job is not failed
+    # The registry's consent events and withdrawal form, routed from research where a withdrawal starts (an empty
+    # form or body: the coordinator gets its errors).
+    "study-withdraw-consent": [("POST", only(400, C), None)],
+    "api-consent-event-list": [("GET", STEWARDS, None), ("POST", only(400, C), None)],
+    "api-consent-event-detail": [("GET", STEWARDS, None)],
 }
 
 PATTERNS = study_url_patterns("portal.research")
@@ -122,7 +128,9 @@ def world(reg, released, make_researcher, make_user, make_study):
         withdrawal = Withdrawal.objects.get(event=event)
     return {
         "study": study,
-        "values": {"number": released.number, "episode_index": 0, "uid": pending.uid, "pk": withdrawal.pk},
+        "values": {"number": released.number, "episode_index": 0, "uid": pending.uid, "pk": withdrawal.pk,
+                   "demonstrator_pk": leaving.pk},
+        "values_of": {"api-consent-event-detail": {"pk": event.pk}},
         "users": {C: reg.coordinator, E: reg.ethics, R: researcher, "no_agreement": no_agreement,
                   "expired": expired, "revoked": revoked, "applicant": applicant,
                   "other_study": make_user(f"{study.code}-o", other, [C, E]), "anonymous": None},
@@ -133,7 +141,8 @@ def test_permission_matrix(client, world):
     with scope(study=world["study"]):
         before = set(IssuedLink.objects.values_list("pk", flat=True))
     for name in sorted(PATTERNS):
-        kwargs = {arg: world["study"].code if arg == "study_code" else world["values"][arg] for arg in PATTERNS[name]}
+        values = {**world["values"], **world["values_of"].get(name, {})}
+        kwargs = {arg: world["study"].code if arg == "study_code" else values[arg] for arg in PATTERNS[name]}
         url = reverse(name, kwargs=kwargs)
         api = url.startswith("/api/")
         for method, allowed, body in EXPECTED[name]:

@@ -12,11 +12,9 @@ from django_scopes import scope
 
 from portal.releases.models import ReleaseRequest
 from portal.releases.services import publish
-from tests.portal.research import test_withdrawal as base
-from tests.portal.research.test_withdrawal import run, withdraw
+from tests.portal.research.conftest import run, withdraw
 
 pytestmark = pytest.mark.django_db
-second = base.second  # the fixture of a demonstrator who does not withdraw
 
 TILE = re.compile(r'<span class="label">(?:<a href="[^"]*">)?(?P<label>[^<]*)(?:</a>)?</span>\s*'
                   r'<span class="count">(?P<count>\d+)</span>')
@@ -66,3 +64,19 @@ def test_the_dashboard_counts_superseded_releases_and_shows_the_withdrawals_and_
     assert "by a withdrawal" in row and reg.coordinator.username not in row
     original = client.get(f"/studies/{reg.study.code}/releases/{first.number}/").content.decode()
     assert f"Requested by <strong>{reg.coordinator.username}</strong>" in original
+
+
+def test_a_superseding_release_made_before_requests_named_their_withdrawal_links_it_from_its_tombstone(
+        reg, second, verified_factory, make_released, client, django_capture_on_commit_callbacks, sent_tasks):
+    """Releases asks research's registered lookup (``releases.made_by``) rather than importing research."""
+    first = make_released([verified_factory(reg), verified_factory(second)])
+    withdrawal = withdraw(reg, django_capture_on_commit_callbacks, sent_tasks)
+    with django_capture_on_commit_callbacks(execute=True):
+        run(withdrawal)
+    with scope(study=reg.study):
+        successor = ReleaseRequest.objects.get(supersedes=first)
+        ReleaseRequest.objects.filter(pk=successor.pk).update(superseding={})  # as one made before it was kept
+    client.force_login(reg.ethics)
+    detail = client.get(f"/studies/{reg.study.code}/releases/{successor.number}/").content.decode()
+    made_by = detail.split('id="made-by"', 1)[1].split("</p>", 1)[0]
+    assert f'href="/studies/{reg.study.code}/withdrawals/{withdrawal.pk}/">withdrawal {withdrawal.pk}</a>' in made_by

@@ -25,12 +25,10 @@ from portal.releases.services.manifest import public_key
 from portal.research.exceptions import AccessRefused
 from portal.research.models import Dataset
 from portal.research.services import datasets, links
-from tests.portal.research import test_withdrawal as base
+from tests.portal.research.conftest import item, run, withdraw
 from tests.portal.research.linkfetch import fetch
-from tests.portal.research.test_withdrawal import run, withdraw
 
 pytestmark = pytest.mark.django_db
-second, world = base.second, base.world  # the fixtures of a withdrawal's world
 State = ReleaseRequest.State
 
 
@@ -54,7 +52,7 @@ def superseded(reg, world, django_capture_on_commit_callbacks, sent_tasks):
     job of its successor ran; r2 built a one-dataset download of episode 1 from release-0001 before."""
     assert reg.study.carry_over_approvals  # the default of a new study
     with scope(study=reg.study):
-        kept, _ = datasets.request_dataset(world.researchers["r2"], reg.study, [base.item(world.first, 1)])
+        kept, _ = datasets.request_dataset(world.researchers["r2"], reg.study, [item(world.first, 1)])
         datasets.build_dataset(kept.pk)
     world.datasets = (*world.datasets, kept)
     withdrawal = withdraw(reg, django_capture_on_commit_callbacks, sent_tasks)

@@ -145,3 +145,13 @@ def test_the_api_calls_the_same_service(study, officers, coordinator, client):
     assert (answer["approvals_required"], answer["pending_approvals_required"]) == (1, None)
     event = AuditEvent.objects.get(action="study.approvals_required_changed")
     assert (event.after["proposed_by"], event.after["confirmed_by"]) == ("officer1", "officer2")
+
+
+def test_approvals_required_is_audited_and_at_least_one(study, ethics):
+    set_approvals_required(ethics, study, 3)
+    study.refresh_from_db()
+    assert study.approvals_required == 3
+    event = AuditEvent.objects.get(action="study.approvals_required_changed")
+    assert (event.before["approvals_required"], event.after["approvals_required"]) == (2, 3)
+    with pytest.raises(RegistryError, match="at least one"):
+        set_approvals_required(ethics, study, 0)

@@ -2,13 +2,13 @@ from datetime import date
 
 import pytest
 
+from portal.research.services.withdrawals import withdraw_consent
 from portal.studies.exceptions import RegistryError
 from portal.studies.services.consent import (
     accept_consent_document,
     consent_coverage,
     give_consent,
     is_covered,
-    withdraw_consent,
 )
 
 RELEASE, AUDIO = "episode_release", "raw_audio_retention"

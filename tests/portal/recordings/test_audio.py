@@ -1,4 +1,5 @@
-"""Raw-audio retention: checked on the stored objects themselves, not on the database."""
+"""Raw-audio retention (services/audio.py): keep encrypted, strip, purge; checked on the stored objects
+themselves, not on the database."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from portal.recordings.models import AudioKey, PurgeReceipt, Recording
 from portal.recordings.services.audio import purge_due_audio
 from portal.recordings.services.export import export_recording
 from portal.recordings.services.ingest import ingest_path, recheck
-from portal.studies.services.consent import withdraw_consent
+from portal.research.services.withdrawals import withdraw_consent
 from portal.studies.services.headsets import register_headset
 
 pytestmark = pytest.mark.django_db

@@ -1,29 +1,17 @@
-"""Recording pages and API: upload streamed to storage, filters, detail, re-check, permissions."""
+"""Recording pages: upload streamed to storage, filters, detail, re-check, a demonstrator registered from the
+quarantine page, what an exported recording says it runs now."""
 
 from __future__ import annotations
-
-import shutil
 
 import pytest
 from django.urls import reverse
 from django_scopes import scope
 
-from portal.accounts.services import issue_token
 from portal.recordings.models import Recording
-from portal.recordings.services.ingest import ingest_path, ingest_received, receive_upload
+from portal.recordings.services.ingest import ingest_path
+from tests.portal.recordings.conftest import run_ingest, zipped
 
 pytestmark = pytest.mark.django_db
-
-
-def zipped(folder):
-    return shutil.make_archive(str(folder), "zip", root_dir=folder.parent, base_dir=folder.name)
-
-
-def run_ingest(reg):
-    """What the worker would do for every upload waiting in storage."""
-    with scope(study=reg.study):
-        for recording in Recording.objects.filter(state=Recording.State.RECEIVED):
-            ingest_received(recording)
 
 
 def test_upload_page_streams_to_storage_then_ingests(client, reg, make_capture, sent_tasks, stored_objects,
@@ -67,57 +55,6 @@ def test_list_filters_and_quarantine_recheck_page(client, reg, make_capture):
     assert "headset &#x27;HS-09&#x27; is not registered" in detail
     response = client.post(reverse("recording-recheck", args=[reg.study.code, bad.uid]), follow=True)
     assert b"Still quarantined" in response.content
-
-
-def test_api_upload_list_and_recheck(client, reg, make_capture):
-    auth = {"authorization": f"Token {issue_token(reg.coordinator, name='tests')[1]}"}
-    base = f"/api/studies/{reg.study.code}/recordings/"
-    with open(zipped(make_capture(reg.claims(headset_id="HS-05"))), "rb") as stream:
-        created = client.post(base, {"source": stream}, headers=auth)
-    assert created.status_code == 201, created.content
-    run_ingest(reg)
-    listed = client.get(base, {"state": "quarantined"}, headers=auth).json()
-    assert [r["uid"] for r in listed["results"]] == [created.json()["uid"]]
-    assert "HS-05" in listed["results"][0]["reason"]
-    with scope(study=reg.study):
-        from portal.studies.services.headsets import register_headset
-
-        register_headset(reg.coordinator, reg.study, headset_id="HS-05")
-    rechecked = client.post(f"{base}{created.json()['uid']}/recheck/", headers=auth)
-    assert rechecked.status_code == 200 and rechecked.json()["state"] == "queued"
-    again = client.post(f"{base}{created.json()['uid']}/recheck/", headers=auth)
-    assert again.status_code == 400 and "only a quarantined" in again.json()["detail"]
-    assert client.get(f"/api/studies/{reg.study.code}/episodes/", headers=auth).json()["count"] == 0
-    ethics = issue_token(reg.ethics, name="tests")[1]
-    assert client.post(base, {}, headers={"authorization": f"Token {ethics}"}).status_code == 403
-
-
-def test_redelivered_ingest_only_removes_the_upload(reg, make_capture, stored_objects):
-    with open(zipped(make_capture(reg.claims())), "rb") as stream, scope(study=reg.study):
-        recording = receive_upload(reg.coordinator, reg.study, stream, name="capture.zip", via="api")
-        incoming = recording.incoming_name
-        ingest_received(recording)
-        # A worker killed after the ingest but before the clean-up: the upload object is back, the task comes again.
-        from django.core.files.base import ContentFile
-        from django.core.files.storage import storages
-
-        storages["captures"].save(incoming, ContentFile(b"left over"))
-        Recording.objects.filter(pk=recording.pk).update(incoming_name=incoming)
-        recording.refresh_from_db()
-        ingest_received(recording)
-    recording.refresh_from_db()
-    assert recording.state == Recording.State.QUEUED and recording.incoming_name == ""
-    assert incoming not in stored_objects("captures", reg.study.code)
-
-
-def test_admin_lists_are_read_only(client, reg, make_capture, django_user_model):
-    with scope(study=reg.study):
-        ingest_path(reg.coordinator, reg.study, make_capture(reg.claims()))
-    client.force_login(django_user_model.objects.create_superuser("root", password="pw-" * 4))
-    for model in ("recordings_recording", "recordings_episode", "recordings_purgereceipt", "recordings_verification",
-                  "fixity_alert"):
-        assert client.get(reverse(f"admin:{model}_changelist")).status_code == 200
-    assert client.get(reverse("admin:recordings_recording_add")).status_code == 403
 
 
 def test_quarantine_page_registers_the_demonstrator_a_blank_designator_needs(client, reg, make_capture):

@@ -1,5 +1,5 @@
-"""Release pages and API beyond permissions: a request made from the filters, the video served with HTTP Range,
-the review data (downsampled, exact segments, gaps and removed retries), the ethics officers' queue, the API."""
+"""Release pages beyond permissions: a request made from the filters, the video served with HTTP Range, the
+ethics officers' queue, decisions asked for confirmation, a requester's withdrawal shown as such."""
 
 from __future__ import annotations
 
@@ -8,8 +8,6 @@ from django.core.files.storage import storages
 from django.urls import reverse
 from django_scopes import scope
 
-from exporter.review import episode_review
-from portal.core import storage
 from portal.releases.models import ReleaseRequest
 from portal.releases.services import review
 
@@ -64,30 +62,6 @@ def test_the_video_is_served_with_http_range(team, verified, make_request, clien
     assert client.get(url, headers={"range": f"bytes={len(stored) + 5}-"}).status_code == 416
 
 
-def test_review_data_is_downsampled_but_segments_gaps_and_retries_are_exact(team, verified, make_request, tmp_path,
-                                                                          client):
-    episode = verified(1, seconds=3.0, retries=2)[0]
-    data = next(f["path"] for f in episode.shard_files if f["path"].startswith("data/"))
-    local = tmp_path / "data.parquet"
-    storage.fetch(storages["shards"], episode.prefix + data, local)
-    full = episode_review(local, fps=15, segments=[])
-    small = episode_review(local, fps=15, segments=[], max_samples=10)
-    assert full["step"] == 1 and len(full["frames"]) == full["length"] == episode.length
-    assert len(small["frames"]) <= 10 and small["step"] > 1
-    assert len(small["hands"]["left_hand"][0]) == 50  # 25 joints, x and y
-    assert small["gaps"] == full["gaps"] and small["removed"] == full["removed"] and full["removed"]
-
-    request = make_request([episode])
-    client.force_login(team.reg.ethics)
-    answer = client.get(reverse("release-episode-data", args=[team.study.code, request.number, 0])).json()
-    assert answer["episode"] == "episode-000000" and answer["fps"] == 15
-    assert answer["segments"][0]["frame_index_from"] == 0
-    assert answer["segments"][-1]["frame_index_to"] == episode.length
-    page = client.get(reverse("release-episode", args=[team.study.code, request.number, 0])).content.decode()
-    assert 'id="viewer"' in page and "{#" not in page and "{%" not in page  # no template text shown
-    assert str(episode.recording.headset) in page  # the study's own staff see the headset under the video
-
-
 def test_the_ethics_officers_queue_and_the_coordinators_requests(team, verified, make_request, client):
     request = make_request(verified(1))
     client.force_login(team.reg.ethics)
@@ -97,38 +71,6 @@ def test_the_ethics_officers_queue_and_the_coordinators_requests(team, verified,
     assert request.release_id in listing.content.decode() and "awaits you" in listing.content.decode()
     client.force_login(team.reg.coordinator)
     assert "Your requests awaiting approval" in client.get("/").content.decode()
-
-
-def test_the_api_asks_lists_and_shows_the_gate(team, verified, client):
-    episode = verified(1)[0]
-    client.force_login(team.reg.coordinator)
-    base = f"/api/studies/{team.study.code}/release-requests/"
-    made = client.post(base, {"episodes": [episode.episode_index], "purpose": "via the API"},
-                       content_type="application/json")
-    assert made.status_code == 201, made.content
-    body = made.json()
-    assert body["state"] == "draft" and body["release_id"] == "release-0001"
-    assert [c["status"] for c in body["gate"][0]["checks"]].count("pending") == 2
-    refused = client.post(base, {"episodes": [99], "purpose": "x"}, content_type="application/json")
-    assert refused.status_code == 400 and "99" in str(refused.json())
-    assert client.get(base, {"state": "draft"}).json()["count"] == 1
-    assert client.get(base, {"state": "released"}).json()["count"] == 0
-    assert client.get(base, {"state": "nonsense"}).status_code == 400
-
-
-def test_the_schema_describes_every_release_endpoint():
-    from drf_spectacular.generators import SchemaGenerator
-
-    schema = SchemaGenerator().get_schema(request=None, public=True)
-    base = "/api/studies/{study_code}/release-requests/"
-    paths = schema["paths"]
-    assert {base, f"{base}{{number}}/", *(f"{base}{{number}}/{name}/" for name in
-            ("submit", "approve", "reject", "reverify", "retry"))} <= set(paths)
-    assert f"{base}{{number}}/episodes/{{episode_index}}/review/" in paths
-    approve_body = schema["components"]["schemas"]["Approve"]["properties"]
-    assert {"manifest_sha256", "otp_code"} <= set(approve_body)
-    states = {p["name"]: p for p in paths[base]["get"]["parameters"]}["state"]["schema"]["enum"]
-    assert set(states) == set(ReleaseRequest.State.values)
 
 
 def test_approve_reject_and_withdraw_ask_for_confirmation_first(team, verified, make_request, client):

@@ -1,6 +1,6 @@
-"""The recording's states and their moves live on ``Recording``: an illegal move raises and changes nothing,
-and every move of the table, walked through the pipeline, is one audit event with before and after and one
-log line."""
+"""The recording's states and their moves live on ``Recording``, and change in ``services/history.py``
+(``set_state``): an illegal move raises and changes nothing, and every move of the table, walked through the
+pipeline, is one audit event with before and after and one log line."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""What is signed is byte for byte what the ethics officers approved.
+"""What is signed is byte for byte what the ethics officers approved (services/manifest.py: the section rebuilt
+from the rows, ``approval_mismatches``; checked by the release job).
 
 An administrator renaming the requester or an officer changes nothing the officers approved (the names are frozen
 on the request and its approvals); someone who can write to the database and changes, adds or removes anything

@@ -1,5 +1,6 @@
-"""Granting a role, changing its expiry and revoking it: each is one audit event with the right before and
-after, through the service and through the admin; a grant that changes nothing is no event."""
+"""The access services (services.py, ``grant_role`` and ``revoke_role``): granting a role, changing its expiry
+and revoking it are each one audit event with the right before and after, through the service and through the
+admin; a grant that changes nothing is no event."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
-"""The fixity check on a study with shards, a published release and a ready one-dataset download, on the configured
-storage (the S3 gateway in CI) or local folders: a clean store records no problem and raises nothing; a flipped byte
-(shard, released object, dataset object), a deleted object and an extra object (in a record's folder, in the study's
-folder) are each reported with the right kind, object and detail, and alerted: an alert row, an email to the study's
-coordinators and ethics officers who have an address, and the banner on their dashboard and the study's pages."""
+"""The fixity check (services/runs.py) on a study with shards, a published release and a ready one-dataset download,
+on the configured storage (the S3 gateway in CI) or local folders: a clean store records no problem and raises
+nothing; a flipped byte (shard, released object, dataset object), a deleted object and an extra object (in a record's
+folder, in the study's folder) are each reported with the right kind, object and detail, and alerted: an alert row,
+an email to the study's coordinators and ethics officers who have an address, and the banner on their dashboard and
+the study's pages."""
 
 from __future__ import annotations
 

@@ -1,8 +1,12 @@
+"""The study's own settings (services/study.py): status, audio policy, data-use agreement versions and the
+approval second factor, each an audited change."""
+
+from __future__ import annotations
+
 import pytest
 
 from portal.audit.models import AuditEvent
 from portal.studies.exceptions import RegistryError
-from portal.studies.services.approval_policy import set_approvals_required
 from portal.studies.services.study import (
     current_data_use_agreement,
     publish_data_use_agreement,
@@ -55,16 +59,6 @@ def test_data_use_agreement_versions(study, coordinator):
     with pytest.raises(RegistryError, match="identical to the current data-use agreement v2"):
         publish_data_use_agreement(coordinator, study, text="Use for research only; no re-identification.")
     assert AuditEvent.objects.filter(action="study.data_use_agreement_published").count() == 2
-
-
-def test_approvals_required_is_audited_and_at_least_one(study, ethics):
-    set_approvals_required(ethics, study, 3)
-    study.refresh_from_db()
-    assert study.approvals_required == 3
-    event = AuditEvent.objects.get(action="study.approvals_required_changed")
-    assert (event.before["approvals_required"], event.after["approvals_required"]) == (2, 3)
-    with pytest.raises(RegistryError, match="at least one"):
-        set_approvals_required(ethics, study, 0)
 
 
 def test_the_approval_second_factor_setting_is_a_coordinators_audited_change(make_study, make_user, client):

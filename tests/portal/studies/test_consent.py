@@ -1,3 +1,9 @@
+"""Consent (services/consent.py): consent and withdrawal events and their rules, append-only in the service
+and in the database; consent documents stored by content, and who may accept them. Coverage:
+test_consent_coverage.py."""
+
+from __future__ import annotations
+
 import hashlib
 import io
 from datetime import date, timedelta
@@ -8,6 +14,9 @@ from django.utils import timezone
 from django_scopes import scope
 
 from portal.audit.models import AuditEvent
+from portal.research.models import Withdrawal
+from portal.research.services import withdrawals
+from portal.research.services.withdrawals import withdraw_consent
 from portal.studies.exceptions import RegistryError
 from portal.studies.models import AppendOnlyError, ConsentEvent
 from portal.studies.services.consent import (
@@ -15,9 +24,7 @@ from portal.studies.services.consent import (
     give_consent,
     open_consent_document,
     upload_consent_document,
-    withdraw_consent,
 )
-from portal.studies.signals import consent_withdrawn
 
 RELEASE = "episode_release"
 
@@ -79,22 +86,30 @@ def test_withdrawal_needs_a_reason_and_a_past_date(demonstrator, coordinator, gi
                          reason="x")
 
 
-def test_withdrawal_is_audited_and_signalled(demonstrator, coordinator, given):
-    received = []
-
-    def receiver(sender, demonstrator, event, **kwargs):
-        received.append((sender, demonstrator, event))
-
-    consent_withdrawn.connect(receiver)
-    try:
-        event = withdraw_consent(coordinator, demonstrator, withdrawal_date=date(2026, 4, 1), reason="by e-mail")
-    finally:
-        consent_withdrawn.disconnect(receiver)
-    assert received == [(type(demonstrator), demonstrator, event)]
+def test_withdrawal_is_audited_and_opens_its_withdrawal_job_in_its_transaction(demonstrator, coordinator, given):
+    """The registry's record and the withdrawal job are one step: the job is opened for the event in the same
+    transaction (research's entry point calls the registry, then opens the job, by name)."""
+    event = withdraw_consent(coordinator, demonstrator, withdrawal_date=date(2026, 4, 1), reason="by e-mail")
+    with scope(study=demonstrator.study):
+        assert Withdrawal.objects.get(event=event).state == Withdrawal.State.QUEUED
     audit = AuditEvent.objects.get(action="consent.withdrawn")
     assert audit.after["reason"] == "by e-mail" and audit.after["event_date"] == "2026-04-01"
     with pytest.raises(RegistryError, match="no consent to withdraw"):
         withdraw_consent(coordinator, demonstrator, withdrawal_date=date(2026, 4, 2), reason="again")
+    with scope(study=demonstrator.study):
+        assert Withdrawal.objects.count() == 1
+
+
+def test_a_withdrawal_whose_job_cannot_open_is_not_recorded(demonstrator, coordinator, given, monkeypatch):
+    def broken(event):
+        raise RuntimeError("the job could not be opened")
+
+    monkeypatch.setattr(withdrawals, "open_withdrawal", broken)
+    with pytest.raises(RuntimeError):
+        withdraw_consent(coordinator, demonstrator, withdrawal_date=date(2026, 4, 1), reason="by e-mail")
+    with scope(study=demonstrator.study):
+        assert not ConsentEvent.objects.filter(kind=ConsentEvent.Kind.WITHDRAWN).exists()
+    assert not AuditEvent.objects.filter(action="consent.withdrawn").exists()
 
 
 def test_renewed_consent_must_follow_the_withdrawal(demonstrator, coordinator, accepted_document, given):
