@@ -232,6 +232,14 @@ CELERY_TASK_ROUTES = {name: {"queue": CERES_HEAVY_QUEUE}
                       for name in ("recordings.export_recording", "recordings.verify_episode",
                                    "releases.inspect_request", "releases.publish_release", "research.build_dataset",
                                    "audit.verify_chain", "fixity.run_slice")}
+# Leased jobs (portal/core/leases.py): how long each kind of job's lease lasts without a heartbeat, after which a
+# killed attempt's job is taken over (and the broker's visibility timeout has passed). A fixity run's is long: one
+# very large object is hashed between two heartbeats.
+CERES_EXPORT_LEASE_SECONDS = env_int("CERES_EXPORT_LEASE_SECONDS", 600, minimum=1)
+CERES_RELEASE_LEASE_SECONDS = env_int("CERES_RELEASE_LEASE_SECONDS", 600, minimum=1)
+CERES_DATASET_LEASE_SECONDS = env_int("CERES_DATASET_LEASE_SECONDS", 600, minimum=1)
+CERES_WITHDRAWAL_LEASE_SECONDS = env_int("CERES_WITHDRAWAL_LEASE_SECONDS", 600, minimum=1)
+CERES_FIXITY_LEASE_SECONDS = env_int("CERES_FIXITY_LEASE_SECONDS", 3600, minimum=1)
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
 # Signed checkpoints of the audit chain's head (seq, hash, time), written to the releases storage under this prefix
 # every so many minutes; `audit_verify` checks the chain against the newest (docs/architecture.md, "Audit log").
@@ -449,7 +457,6 @@ CERES_MAX_SOURCE_ENTRIES = env_int("CERES_MAX_SOURCE_ENTRIES", source_limits.MAX
 # as, a member passes it.
 CERES_MAX_SOURCE_EXPANSION = env_int("CERES_MAX_SOURCE_EXPANSION", source_limits.MAX_EXPANSION_RATIO, minimum=1,
                                      maximum=source_limits.MAX_EXPANSION_RATIO)
-CERES_EXPORT_LEASE_SECONDS = env_int("CERES_EXPORT_LEASE_SECONDS", 600, minimum=1)
 
 # The Ed25519 key that signs release manifests: its 32-byte private seed. Without it (dev machines) one is kept in
 # the data folder, like the secret key. A deployment sets it (`check --deploy` says so): every web and worker
@@ -464,19 +471,17 @@ CERES_SIGNING_KEY_FROM_ENV = env_str("CERES_SIGNING_KEY") is not None
 CERES_AUDIT_KEY = env_key("CERES_AUDIT_KEY", size=32, kept_in=DATA_DIR / "audit-key")
 CERES_AUDIT_KEY_FROM_ENV = env_str("CERES_AUDIT_KEY") is not None
 # Releases: how recent a shard's receipt verification must be for the gate, how long a second factor
-# counts as fresh for an approval, a running release's heartbeat lease and its copies at once.
+# counts as fresh for an approval and a running release's copies at once.
 CERES_RELEASE_RECEIPT_MAX_AGE_HOURS = env_int("CERES_RELEASE_RECEIPT_MAX_AGE_HOURS", 48, minimum=1)
 CERES_APPROVAL_SECOND_FACTOR_MINUTES = env_int("CERES_APPROVAL_SECOND_FACTOR_MINUTES", 10, minimum=1, maximum=720)
-CERES_RELEASE_LEASE_SECONDS = env_int("CERES_RELEASE_LEASE_SECONDS", 600, minimum=1)
 # How many objects a release copies at once (bench/release.py measures the choice).
 CERES_RELEASE_THREADS = env_int("CERES_RELEASE_THREADS", 8, minimum=1, maximum=64)
 # Researcher access: the longest grant a coordinator or ethics officer may give at once; how long a download
 # link lives (S3 presigned, or a portal link on local storage); how many links one request may ask for; the
-# largest one-dataset download, and its build's heartbeat lease.
+# largest one-dataset download.
 CERES_ACCESS_MAX_DAYS = env_int("CERES_ACCESS_MAX_DAYS", 365, minimum=1, maximum=3660)
 CERES_LINKS_PER_REQUEST = env_int("CERES_LINKS_PER_REQUEST", 1000, minimum=1, maximum=10000)
 CERES_DATASET_MAX_EPISODES = env_int("CERES_DATASET_MAX_EPISODES", 1000, minimum=1)
-CERES_DATASET_LEASE_SECONDS = env_int("CERES_DATASET_LEASE_SECONDS", 600, minimum=1)
 
 LOGGING = {
     "version": 1,

@@ -30,7 +30,7 @@ class ServiceError(Exception):
 
 
 class LeaseBusy(Exception):
-    """Another attempt holds the lease of the job (an export, a release); not a refusal: ``StudyTask`` retries
+    """Another attempt holds the lease of the job (``portal.core.leases``); not a refusal: ``StudyTask`` retries
     the task once the lease has run out, after ``seconds_left``."""
 
     def __init__(self, job: str, seconds_left: float):

@@ -7,9 +7,9 @@ A task is declared with the model it works on; Celery passes the id, the task bo
 
 Every study task is acknowledged late (a worker killed mid-task leaves its message to be delivered again),
 idempotent (the services check state first) and enqueued only after its transaction commits
-(``portal.core.queue``). A ``LeaseBusy`` (another attempt holds the job's lease) is retried once the lease has
-run out. A transient storage error is retried with exponential backoff; any other error, or the last retry,
-calls the task's ``give_up(obj, reason)`` (when it has one) and is raised.
+(``portal.core.queue``). A ``LeaseBusy`` (another attempt holds the job's lease, ``portal.core.leases``) is retried
+once the lease has run out. A transient storage error is retried with exponential backoff; any other error, or the
+last retry, calls the task's ``give_up(obj, reason)`` (when it has one) and is raised.
 """
 
 from __future__ import annotations

@@ -16,13 +16,17 @@ from django.db import models
 from django.utils import timezone
 from django_scopes import ScopedManager
 
+from portal.core.leases import LeasedJob
 from portal.core.states import StateMachineModel
 from portal.fixity.exceptions import IllegalTransition
 from portal.studies.models import Study
 
 
-class FixityRun(models.Model):
+class FixityRun(LeasedJob):
     """One pass of the fixity check over a slice of the stored objects, or over all of them."""
+
+    # Long: one very large object is hashed between two heartbeats.
+    LEASE_SETTING, LEASE_JOB = "CERES_FIXITY_LEASE_SECONDS", "fixity run"
 
     class Kind(models.TextChoices):
         SLICE = "slice", "Scheduled slice"
@@ -35,7 +39,6 @@ class FixityRun(models.Model):
     requested_by = models.CharField(max_length=150, help_text="'schedule', or who ran it by hand.")
     started_at = models.DateTimeField(default=timezone.now, editable=False)
     finished_at = models.DateTimeField(null=True, blank=True)
-    lease_until = models.DateTimeField(null=True, blank=True, help_text="A running pass's heartbeat deadline.")
     units_checked = models.PositiveIntegerField(default=0, help_text="Record folders compared with their record.")
     objects_listed = models.PositiveBigIntegerField(default=0)
     objects_checked = models.PositiveBigIntegerField(default=0, help_text="Objects hashed, streamed from storage.")

@@ -14,6 +14,7 @@ from django.db import models
 from django.db.models.fields.json import KT
 from django_scopes import ScopedManager
 
+from portal.core.leases import LeasedJob
 from portal.core.states import StateMachineModel
 from portal.recordings.exceptions import IllegalTransition
 from portal.studies.models import Study
@@ -45,7 +46,7 @@ class RecordingQuerySet(models.QuerySet):
         ).annotate(claimed_headset_id=KT("claims__headset_id"), claimed_demonstrator_id=KT("claims__demonstrator_id"))
 
 
-class Recording(StateMachineModel):
+class Recording(LeasedJob, StateMachineModel):
     class State(models.TextChoices):
         RECEIVED = "received", "Received"
         REJECTED = "rejected", "Rejected (invalid source)"
@@ -77,7 +78,6 @@ class Recording(StateMachineModel):
     reason = models.TextField(blank=True, help_text="Why the recording is quarantined, rejected or failed.")
     progress = models.PositiveSmallIntegerField(default=0)
     progress_note = models.CharField(max_length=200, blank=True)
-    lease_until = models.DateTimeField(null=True, blank=True, help_text="A running export's heartbeat deadline.")
 
     via = models.CharField(max_length=10, choices=Via.choices)
     original_name = models.CharField(max_length=255)
@@ -121,6 +121,7 @@ class Recording(StateMachineModel):
     # States in which the pipeline still works on the recording without anyone's action.
     IN_FLIGHT = frozenset({State.RECEIVED, State.QUEUED, State.RUNNING, State.EXPORTED})
     illegal_transition = IllegalTransition
+    LEASE_SETTING, LEASE_JOB = "CERES_EXPORT_LEASE_SECONDS", "export"
 
     objects = ScopedManager(study="study", _manager_class=models.Manager.from_queryset(RecordingQuerySet))
 

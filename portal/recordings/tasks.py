@@ -10,10 +10,6 @@ from portal.recordings.models import Episode, Recording
 from portal.recordings.services import audio, export, inbox, ingest, verification
 
 
-def _requeue(recording: Recording, exc: BaseException, countdown: float) -> None:
-    export.note_retry(recording.pk, exc, countdown)
-
-
 @shared_task(bind=True, base=StudyTask, name="recordings.ingest_recording", model=Recording,
              give_up=staticmethod(lambda recording, reason: ingest.fail_ingest(recording, reason)))
 def ingest_recording(self, recording: Recording) -> None:
@@ -21,7 +17,7 @@ def ingest_recording(self, recording: Recording) -> None:
 
 
 @shared_task(bind=True, base=StudyTask, name="recordings.export_recording", model=Recording,
-             on_transient=staticmethod(_requeue),
+             on_transient=staticmethod(export.note_retry),
              give_up=staticmethod(lambda recording, reason: export.fail_export(recording, reason)))
 def export_recording(self, recording: Recording) -> None:
     export.export_recording(recording.pk)

@@ -13,6 +13,7 @@ from django.db import models
 from django_scopes import ScopedManager
 
 from exporter.layout import episode_folder
+from portal.core.leases import LeasedJob
 from portal.core.states import StateMachineModel
 from portal.recordings.models import Episode
 from portal.releases.exceptions import IllegalTransition
@@ -194,8 +195,10 @@ class Approval(models.Model):
         return f"{self.request} approved by {self.officer}"
 
 
-class Release(models.Model):
+class Release(LeasedJob):
     """The executed release: objects copied to the ``releases`` storage, the signed manifest, progress."""
+
+    LEASE_SETTING, LEASE_JOB = "CERES_RELEASE_LEASE_SECONDS", "release"
 
     study = models.ForeignKey(Study, on_delete=models.PROTECT, related_name="+")
     request = models.OneToOneField(ReleaseRequest, on_delete=models.PROTECT, related_name="release")
@@ -206,7 +209,6 @@ class Release(models.Model):
         default=0, help_text="Of those, objects an interrupted attempt had already stored with the right digest.")
     attempts = models.PositiveIntegerField(default=0)
     started_at = models.DateTimeField(auto_now_add=True)
-    lease_until = models.DateTimeField(null=True, blank=True, help_text="A running attempt's heartbeat deadline.")
     last_error = models.TextField(blank=True)
     manifest = models.BinaryField(blank=True, default=b"", help_text="The manifest's exact bytes, once signed.")
     manifest_sha256 = models.CharField(max_length=64, blank=True)

@@ -16,6 +16,7 @@ from django.db.models import Q
 from django_scopes import ScopedManager
 
 from portal.core.append_only import AppendOnlyModel, AppendOnlyQuerySet
+from portal.core.leases import LeasedJob
 from portal.core.states import StateMachineModel
 from portal.releases.models import ReleaseItem, ReleaseRequest
 from portal.research.exceptions import IllegalTransition
@@ -104,7 +105,7 @@ class AccessRequest(StateMachineModel):
                 f"{self.State(state).label.lower()}")
 
 
-class Dataset(StateMachineModel):
+class Dataset(LeasedJob, StateMachineModel):
     """A one-dataset download: released episodes of one study assembled as one LeRobot v3 dataset, stored in the
     ``releases`` storage with a signed manifest. An identical selection reuses it."""
 
@@ -125,6 +126,7 @@ class Dataset(StateMachineModel):
         State.READY: frozenset({State.WITHDRAWN}),
         State.WITHDRAWN: frozenset(),
     }
+    LEASE_SETTING, LEASE_JOB = "CERES_DATASET_LEASE_SECONDS", "dataset build"
 
     uid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     study = models.ForeignKey(Study, on_delete=models.PROTECT, related_name="+")
@@ -140,7 +142,6 @@ class Dataset(StateMachineModel):
     files_total = models.PositiveIntegerField(default=0)
     bytes_total = models.PositiveBigIntegerField(default=0)
     attempts = models.PositiveIntegerField(default=0)
-    lease_until = models.DateTimeField(null=True, blank=True)
     assembled_at = models.DateTimeField(null=True, blank=True,
                                         help_text="The assembly's created_at, fixed on the first attempt.")
     last_error = models.TextField(blank=True)
@@ -256,7 +257,7 @@ class IssuedLink(models.Model):
         return f"link to {self.path} for {self.user}"
 
 
-class Withdrawal(StateMachineModel):
+class Withdrawal(LeasedJob, StateMachineModel):
     """What a consent withdrawal reached and what was done about it: the episodes no longer covered, the releases
     and one-dataset downloads holding them, the researchers who were issued links to them; their objects removed,
     superseding releases issued, tombstones left and the researchers told (``services.withdrawals``)."""
@@ -274,6 +275,7 @@ class Withdrawal(StateMachineModel):
         State.FAILED: frozenset({State.RUNNING}),
         State.DONE: frozenset(),
     }
+    LEASE_SETTING, LEASE_JOB = "CERES_WITHDRAWAL_LEASE_SECONDS", "withdrawal"
 
     study = models.ForeignKey(Study, on_delete=models.PROTECT, related_name="+")
     event = models.OneToOneField("studies.ConsentEvent", on_delete=models.PROTECT, related_name="withdrawal_job")
@@ -284,7 +286,6 @@ class Withdrawal(StateMachineModel):
     total = models.PositiveIntegerField(default=0)
     reach = models.JSONField(default=dict, blank=True, help_text="Episodes, releases, datasets, researchers.")
     attempts = models.PositiveIntegerField(default=0)
-    lease_until = models.DateTimeField(null=True, blank=True)
     last_error = models.TextField(blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 

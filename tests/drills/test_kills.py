@@ -63,7 +63,8 @@ def workers(tmp_path, settings):
         pytest.skip("needs PostgreSQL (DATABASE_URL): the forked workers share the test's database")
     if not rabbit_up():
         pytest.skip("needs RabbitMQ (CERES_DRILL_BROKER_URL): it gives a killed worker's message back at once")
-    for name in ("CERES_EXPORT_LEASE_SECONDS", "CERES_RELEASE_LEASE_SECONDS", "CERES_DATASET_LEASE_SECONDS"):
+    for name in ("CERES_EXPORT_LEASE_SECONDS", "CERES_RELEASE_LEASE_SECONDS", "CERES_DATASET_LEASE_SECONDS",
+                 "CERES_WITHDRAWAL_LEASE_SECONDS"):
         setattr(settings, name, 1)  # a killed attempt's lease runs out in a second
     made = [ForkedWorker(queue=f"ceres-drill-{uuid.uuid4().hex[:12]}", folder=tmp_path) for _ in range(WORKERS + 1)]
     yield made

@@ -17,10 +17,8 @@ from __future__ import annotations
 import bisect
 import hashlib
 import logging
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import timedelta
 
 from django.conf import settings
 from django.core.exceptions import ObjectDoesNotExist
@@ -30,7 +28,7 @@ from django.utils import timezone
 from django_scopes import scope, scopes_disabled
 
 from portal.audit.services import record
-from portal.core import storage
+from portal.core import leases, storage
 from portal.fixity import registry
 from portal.fixity.exceptions import FixityBusy
 from portal.fixity.models import FixityProblem, FixityRun, FixityRunStudy
@@ -39,9 +37,8 @@ from portal.studies.models import Study
 
 log = logging.getLogger(__name__)
 Kind = FixityProblem.Kind
-# A run's heartbeat: renewed at most this often, between objects; a run whose lease has run out is taken for
-# dead (its worker stopped) by the next one. Long, because one very large object is hashed between two beats.
-LEASE_SECONDS = 3600
+# A run's heartbeat: its lease (CERES_FIXITY_LEASE_SECONDS) renewed at most this often, between objects; a run
+# whose lease has run out is taken for dead (its worker stopped) by the next one.
 HEARTBEAT_SECONDS = 60
 # Any fixed number: the key of the PostgreSQL advisory lock that serialises the start of runs.
 _START_LOCK_KEY = 0x46495859
@@ -71,7 +68,7 @@ def _lock_start() -> None:
 def _take_lease(now) -> None:
     """Refuse while another run is alive; a run whose lease ran out is recorded as abandoned."""
     for running in FixityRun.objects.filter(finished_at__isnull=True).order_by("pk"):
-        if running.lease_until is not None and running.lease_until > now:
+        if leases.seconds_left(running, now):
             raise FixityBusy(f"fixity run {running.pk} ({running.scope_label}) is still running; its lease ends "
                              f"at {running.lease_until:%Y-%m-%d %H:%M:%S} UTC")
         running.finished_at, running.lease_until = now, None
@@ -102,7 +99,7 @@ def _start(actor, *, kind: str, slice_index: int | None, count: int | None, stud
             kind=kind, slice_index=slice_index, slice_count=count, started_at=now,
             studies=", ".join(sorted(study.code for study in studies)) if studies is not None else "",
             requested_by="schedule" if actor is None else getattr(actor, "get_username", lambda: str(actor))(),
-            lease_until=now + timedelta(seconds=LEASE_SECONDS))
+            lease_until=leases.deadline(FixityRun, now))
         record(actor, "fixity.run_started", run, after={"scope": run.scope_label})
     return run
 
@@ -139,7 +136,7 @@ class _Pass:
             names.sort()
         self.unit_prefixes = {name: set(prefixes) for name, prefixes in self.prefixes.items()}
         self.tallies: dict[int | None, _Tally] = {}
-        self.beat = time.monotonic()
+        self.heartbeat = leases.Heartbeat(run, every=HEARTBEAT_SECONDS)
 
     def mine(self, key: str) -> bool:
         return self.count is None or slice_of(key, self.count) == self.run.slice_index
@@ -150,12 +147,6 @@ class _Pass:
     def problem(self, study_id: int | None, kind: str, storage: str, name: str, detail: str) -> None:
         self.tally(study_id).problems.append(FixityProblem(run=self.run, study_id=study_id, kind=kind,
                                                            storage=storage, object_name=name, detail=detail))
-
-    def heartbeat(self) -> None:
-        if time.monotonic() - self.beat < HEARTBEAT_SECONDS:
-            return
-        self.beat = time.monotonic()
-        FixityRun.objects.filter(pk=self.run.pk).update(lease_until=timezone.now() + timedelta(seconds=LEASE_SECONDS))
 
     def nested(self, storage: str, prefix: str) -> list[str]:
         """The unit folders inside ``prefix`` (sorted: they follow it in the sorted list)."""

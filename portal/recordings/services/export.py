@@ -5,11 +5,9 @@ verification. Also what happens when an attempt fails: retry later, or fail visi
 from __future__ import annotations
 
 import tempfile
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -18,8 +16,7 @@ from exporter.receipt import RECEIPT, file_digest, read_artefacts
 from exporter.shard import export_shard
 from exporter.task_table import extend_tasks
 from portal.audit.services import record
-from portal.core import queue, storage
-from portal.core.errors import LeaseBusy
+from portal.core import leases, queue, storage
 from portal.recordings.models import Episode, Recording, StudyDataset
 from portal.recordings.services import audio
 from portal.recordings.services.history import lock_in_state, note, set_state
@@ -34,23 +31,17 @@ def claim_export(recording_id: int) -> Recording | None:
     """Take the export lease; None when there is nothing to do. A live lease of another attempt (or of a
     worker that was killed) raises ``LeaseBusy``: the task retries after it runs out."""
     with transaction.atomic():
-        recording = Recording.objects.select_for_update(of=("self",), no_key=True).select_related("study").get(
-            pk=recording_id)
-        now = timezone.now()
-        live_lease = recording.lease_until is not None and recording.lease_until > now
-        if recording.state == State.RUNNING and live_lease:
-            raise LeaseBusy("export", (recording.lease_until - now).total_seconds())
-        if recording.state not in (State.QUEUED, State.RUNNING):
+        recording = leases.lock(Recording, "study", pk=recording_id)
+        if recording.state not in (State.QUEUED, State.RUNNING):  # only a running one holds a lease
             return None
+        lease = leases.take(recording)
         set_state(None, recording, State.RUNNING, action="recording.export_started", note_text="export started",
-                  progress=5, progress_note="allocating the episode",
-                  lease_until=now + timedelta(seconds=settings.CERES_EXPORT_LEASE_SECONDS))
+                  progress=5, progress_note="allocating the episode", **lease)
         return recording
 
 
 def _progress(recording: Recording, percent: int, text: str) -> None:
-    lease = timezone.now() + timedelta(seconds=settings.CERES_EXPORT_LEASE_SECONDS)
-    Recording.objects.filter(pk=recording.pk).update(progress=percent, progress_note=text, lease_until=lease)
+    leases.renew(recording, progress=percent, progress_note=text)
 
 
 @transaction.atomic
@@ -183,11 +174,11 @@ def fail_export(recording: Recording, reason: str) -> None:
             note(recording, f"after export: {reason}", "error")
 
 
-def note_retry(recording_id: int, exc: BaseException, countdown: float) -> None:
-    """A transient error: the export goes back to the queue and the task retries it."""
+def note_retry(recording: Recording, exc: BaseException, countdown: float) -> None:
+    """A transient error: the export goes back to the queue, its lease given back, and the task retries it."""
     with transaction.atomic():
-        recording = Recording.objects.select_for_update(no_key=True).get(pk=recording_id)
+        recording = leases.lock(Recording, pk=recording.pk)
         if recording.state == State.RUNNING:
             set_state(None, recording, State.QUEUED, action="recording.export_requeued", lease_until=None,
                       progress_note=f"retrying in {countdown:.0f} s after a storage error")
-        note(recording, f"storage error, retrying in {countdown:.0f} s: {exc}", "warning")
+        note(recording, leases.retry_note(exc, countdown), "warning")

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import tempfile
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from datetime import timedelta
 from pathlib import Path
 
 from django.conf import settings
@@ -26,8 +25,7 @@ from exporter.release import MANIFEST, SIGNATURE
 from portal.access.models import Role
 from portal.access.permissions import has_role
 from portal.audit.services import record
-from portal.core import queue, signing, storage
-from portal.core.errors import LeaseBusy
+from portal.core import leases, queue, signing, storage
 from portal.core.states import lock_fresh
 from portal.core.storage import ObjectMismatch
 from portal.fixity.models import Alert
@@ -48,15 +46,11 @@ def claim_release(request_id: int) -> ReleaseRequest | None:
             pk=request_id)
         if release.state not in (State.APPROVED, State.RELEASING):
             return None
-        now = timezone.now()
-        executed = Release.objects.select_for_update(no_key=True).filter(request=release).first()
-        if executed is not None and executed.lease_until is not None and executed.lease_until > now:
-            raise LeaseBusy("release", (executed.lease_until - now).total_seconds())
+        executed = leases.lock(Release, request=release, missing_ok=True)
         if executed is None:
             total = sum(len(files) for files in release.items.values_list("files", flat=True)) + 2
             executed = Release(study=release.study, request=release, prefix=release.prefix, objects_total=total)
-        executed.attempts += 1
-        executed.lease_until = now + timedelta(seconds=settings.CERES_RELEASE_LEASE_SECONDS)
+        leases.take(executed)
         executed.save()
         if release.state == State.APPROVED:
             set_state(None, release, State.RELEASING, action="release.started",
@@ -68,8 +62,7 @@ def claim_release(request_id: int) -> ReleaseRequest | None:
 
 
 def _heartbeat(executed: Release, copied: int, found: int) -> None:
-    lease = timezone.now() + timedelta(seconds=settings.CERES_RELEASE_LEASE_SECONDS)
-    Release.objects.filter(pk=executed.pk).update(objects_copied=copied, objects_found=found, lease_until=lease)
+    leases.renew(executed, objects_copied=copied, objects_found=found)
 
 
 def publish_release(request_id: int) -> ReleaseRequest | None:
@@ -225,15 +218,14 @@ def _sign_once(release: ReleaseRequest) -> tuple[bytes, bytes]:
 
 def note_retry(release: ReleaseRequest, exc: BaseException, countdown: float) -> None:
     """A transient storage error: the lease is given back and the task retries after ``countdown`` seconds."""
-    Release.objects.filter(request=release).update(
-        lease_until=None, last_error=f"storage error, retrying in {countdown:.0f} s: {exc}")
+    leases.give_back(Release.objects.filter(request=release), last_error=leases.retry_note(exc, countdown))
 
 
 def fail_release(release: ReleaseRequest, reason: str) -> None:
     """The release job gave up: the request shows why; a coordinator or ethics officer may retry it."""
     with transaction.atomic():
         lock_fresh(release)
-        Release.objects.filter(request=release).update(lease_until=None, last_error=reason)
+        leases.give_back(Release.objects.filter(request=release), last_error=reason)
         set_state(None, release, State.FAILED, action="release.failed", reason=reason, if_allowed=True)
 
 

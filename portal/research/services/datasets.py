@@ -13,7 +13,6 @@ holds exactly the manifest's objects.
 from __future__ import annotations
 
 import tempfile
-from datetime import timedelta
 from pathlib import Path
 
 from django.conf import settings
@@ -29,8 +28,7 @@ from exporter.jsonfile import json_bytes
 from exporter.receipt import bytes_digest, file_digest, folder_files
 from exporter.timestamps import rfc3339
 from portal.audit.services import chain_head, record
-from portal.core import queue, signing, storage
-from portal.core.errors import LeaseBusy
+from portal.core import leases, queue, signing, storage
 from portal.core.states import transition
 from portal.releases.models import ReleaseItem
 from portal.research import notices
@@ -129,19 +127,15 @@ def _move(actor, dataset: Dataset, state: str, *, action: str, after: dict | Non
 def claim_dataset(dataset_id: int) -> Dataset | None:
     """Take the build lease; None when there is nothing to do (ready, or failed until asked for again)."""
     with transaction.atomic():
-        dataset = Dataset.objects.select_for_update(of=("self",), no_key=True).select_related("study").get(
-            pk=dataset_id)
+        dataset = leases.lock(Dataset, "study", pk=dataset_id)
         if dataset.state not in (State.QUEUED, State.BUILDING):
             return None
         now = timezone.now()
-        if dataset.lease_until is not None and dataset.lease_until > now:
-            raise LeaseBusy("dataset build", (dataset.lease_until - now).total_seconds())
-        dataset.attempts += 1
-        dataset.lease_until = now + timedelta(seconds=settings.CERES_DATASET_LEASE_SECONDS)
+        lease = leases.take(dataset, now)
         dataset.assembled_at = dataset.assembled_at or now
         if dataset.state == State.QUEUED:
             _move(None, dataset, State.BUILDING, action="research.dataset_build_started",
-                  after={"attempt": dataset.attempts})
+                  after={"attempt": dataset.attempts}, assembled_at=dataset.assembled_at, **lease)
         else:
             dataset.save()
             record(None, "research.dataset_build_resumed", dataset, after={"attempt": dataset.attempts})
@@ -152,15 +146,10 @@ class _Progress:
     """Writes the phase and its progress (and renews the lease) at most once a second, and at each phase's end."""
 
     def __init__(self, dataset: Dataset):
-        self.dataset, self.last = dataset, 0.0
+        self.heartbeat = leases.Heartbeat(dataset, every=_PROGRESS_EVERY_SECONDS)
 
     def __call__(self, phase: str, done: int, total: int, *, force: bool = False) -> None:
-        now = timezone.now()
-        if not force and done < total and now.timestamp() - self.last < _PROGRESS_EVERY_SECONDS:
-            return
-        self.last = now.timestamp()
-        lease = now + timedelta(seconds=settings.CERES_DATASET_LEASE_SECONDS)
-        Dataset.objects.filter(pk=self.dataset.pk).update(phase=phase, done=done, total=total, lease_until=lease)
+        self.heartbeat(force=force or done >= total, phase=phase, done=done, total=total)
 
 
 def build_dataset(dataset_id: int) -> Dataset | None:
@@ -269,8 +258,7 @@ def _sign(dataset: Dataset, members: list[DatasetEpisode], result, files: list[d
 
 def note_retry(dataset: Dataset, exc: BaseException, countdown: float) -> None:
     """A transient storage error: the lease is given back and the task retries after ``countdown`` seconds."""
-    Dataset.objects.filter(pk=dataset.pk).update(lease_until=None,
-                                                 last_error=f"storage error, retrying in {countdown:.0f} s: {exc}")
+    leases.give_back(dataset, last_error=leases.retry_note(exc, countdown))
 
 
 def fail_dataset(dataset: Dataset, reason: str) -> None:

@@ -25,9 +25,8 @@ The job (``apply_withdrawal``, a task) then, each step idempotent so a re-run ch
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import date, timedelta
+from datetime import date
 
-from django.conf import settings
 from django.core.files.base import ContentFile
 from django.db import transaction
 from django.utils import timezone
@@ -38,8 +37,7 @@ from exporter.layout import episode_folder
 from exporter.receipt import bytes_digest
 from exporter.timestamps import rfc3339
 from portal.audit.services import record
-from portal.core import queue, signing, storage
-from portal.core.errors import LeaseBusy
+from portal.core import leases, queue, signing, storage
 from portal.core.states import transition
 from portal.recordings.models import Episode
 from portal.recordings.services import audio
@@ -103,27 +101,22 @@ def _move(withdrawal: Withdrawal, state: str, *, action: str, after: dict | None
 
 
 def claim(withdrawal_id: int) -> Withdrawal | None:
+    """Take the job's lease; None when it is done."""
     with transaction.atomic():
-        withdrawal = Withdrawal.objects.select_for_update(of=("self",), no_key=True).select_related(
-            "study", "event").get(pk=withdrawal_id)
+        withdrawal = leases.lock(Withdrawal, "study", "event", pk=withdrawal_id)
         if withdrawal.state == State.DONE:
             return None
-        now = timezone.now()
-        if withdrawal.state == State.RUNNING and withdrawal.lease_until and withdrawal.lease_until > now:
-            raise LeaseBusy("withdrawal", (withdrawal.lease_until - now).total_seconds())
-        withdrawal.attempts += 1
-        withdrawal.lease_until = now + timedelta(seconds=settings.CERES_DATASET_LEASE_SECONDS)
+        lease = leases.take(withdrawal)  # only a running job holds one
         if withdrawal.state == State.RUNNING:
             withdrawal.save()
         else:
             _move(withdrawal, State.RUNNING, action="research.withdrawal_started",
-                  after={"attempt": withdrawal.attempts})
+                  after={"attempt": withdrawal.attempts}, **lease)
         return withdrawal
 
 
 def _progress(withdrawal: Withdrawal, phase: str, done: int, total: int) -> None:
-    lease = timezone.now() + timedelta(seconds=settings.CERES_DATASET_LEASE_SECONDS)
-    Withdrawal.objects.filter(pk=withdrawal.pk).update(phase=phase, done=done, total=total, lease_until=lease)
+    leases.renew(withdrawal, phase=phase, done=done, total=total)
 
 
 def apply_withdrawal(withdrawal_id: int) -> Withdrawal | None:
@@ -167,8 +160,8 @@ def fail(withdrawal: Withdrawal, reason: str) -> None:
 
 
 def note_retry(withdrawal: Withdrawal, exc: BaseException, countdown: float) -> None:
-    Withdrawal.objects.filter(pk=withdrawal.pk).update(
-        lease_until=None, last_error=f"storage error, retrying in {countdown:.0f} s: {exc}")
+    """A transient storage error: the lease is given back and the task retries after ``countdown`` seconds."""
+    leases.give_back(withdrawal, last_error=leases.retry_note(exc, countdown))
 
 
 def run_again(actor, withdrawal: Withdrawal) -> None:

@@ -86,7 +86,7 @@ def test_a_walk_through_every_move_leaves_one_audit_event_and_one_log_line_per_m
                      consent_date=reg.demonstrator.consent_events.get().event_date, scopes=["episode_release"])
         walk.step(lambda: recheck(reg.coordinator, late), ("quarantined", "queued", "recording.accepted"))
         walk.step(lambda: claim_export(late.pk), ("queued", "running", "recording.export_started"))
-        walk.step(lambda: note_retry(late.pk, EndpointConnectionError(endpoint_url="http://s3.invalid"), 2),
+        walk.step(lambda: note_retry(late, EndpointConnectionError(endpoint_url="http://s3.invalid"), 2),
                   ("running", "queued", "recording.export_requeued"))
         walk.step(lambda: fail_export(late, "export failed: simulated"),
                   ("queued", "failed", "recording.export_failed"))
