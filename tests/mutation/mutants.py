@@ -31,6 +31,7 @@ INGEST = "portal/recordings/services/ingest.py"
 AUDIO = "portal/recordings/services/audio.py"
 HISTORY = "portal/recordings/services/history.py"
 STATES = "portal/core/states.py"
+LEASES = "portal/core/leases.py"
 INBOX = "portal/recordings/services/inbox.py"
 HEADSETS = "portal/studies/services/headsets.py"
 FIXITY = "portal/fixity/services/runs.py"
@@ -166,9 +167,9 @@ MUTANTS: list[Mutant] = [
            "    dataset.next_frame_index += 0", "episodes get consecutive global frame ranges", T_EXPORT),
     Mutant("export-row-count-unchecked", EXPORT, "            if result.rows != episode.length:",
            "            if False:", "a shard whose rows differ from its allocation fails the export", T_EXPORT),
-    Mutant("export-live-lease-ignored", EXPORT,
-           "        if recording.state == State.RUNNING and live_lease:", "        if False:",
-           "a live lease of another attempt makes the task wait", ("tests/portal/recordings/test_history.py",
+    Mutant("live-lease-ignored", LEASES, "    if left := seconds_left(job, now):", "    if False:",
+           "a live lease of another attempt makes the task wait", ("tests/portal/core/test_leases.py",
+                                                                   "tests/portal/recordings/test_history.py",
                                                                    *T_EXPORT)),
     Mutant("export-until-export-not-purged", EXPORT,
            "    if recording.audio == Recording.Audio.ENCRYPTED and recording.study.audio_policy == "
