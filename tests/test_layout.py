@@ -31,9 +31,6 @@ FLOORS = (
     ("demo",),
     ("settings", "urls", "api_urls", "wsgi"),
 )
-# Upward imports still left because of modules that another change is rewriting (releases/views.py and
-# research/views.py), each with its reason; nothing else is listed, and the list only shrinks.
-PENDING: dict[tuple[str, str], str] = {}
 
 
 def _module_name(path: Path) -> str:
@@ -145,13 +142,7 @@ def test_every_part_of_the_portal_has_a_floor():
 
 
 def test_no_app_imports_an_app_above_it():
-    pending = {f"{module} -> {target}" for module, target in PENDING}
-    assert [found for found in _upward(_portal_graph(), FLOORS) if found not in pending] == []
-
-
-def test_the_pending_upward_imports_are_still_there():
-    """An entry of PENDING that no longer holds is taken out (the list only shrinks)."""
-    assert set(_upward(_portal_graph(), FLOORS)) >= {f"{module} -> {target}" for module, target in PENDING}
+    assert _upward(_portal_graph(), FLOORS) == []
 
 
 def test_the_floor_checker_finds_an_upward_import():
