@@ -216,11 +216,14 @@ class DatasetRequester(models.Model):
 
 class IssuedLink(models.Model):
     """A short-lived signed download link the portal issued: who, which object, of which release or dataset,
-    when, and until when. Every row also has its audit event."""
+    when, and until when. Every row also has its audit event. A whole release or dataset sent as one ZIP
+    (``via`` zip) has a row for each file it holds, so a withdrawal reaches whoever received it, and one audit
+    event for the download."""
 
     class Via(models.TextChoices):
         PAGE = "page", "Portal page"
         API = "api", "API"
+        ZIP = "zip", "One ZIP download"
 
     # Each indexed as the first column of one of the indexes below, not alone.
     study = models.ForeignKey(Study, on_delete=models.PROTECT, related_name="+", db_index=False)

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from portal.research.views import access, catalogue, datasets, links, withdrawals
+from portal.research.views import access, archives, catalogue, datasets, links, withdrawals
 
 # Under studies/<study_code>/.
 urlpatterns = [
@@ -16,6 +16,7 @@ urlpatterns = [
     path("released/<uint:number>/", catalogue.release_page, name="research-release"),
     path("released/<uint:number>/file/", links.release_file, name="research-release-file"),
     path("released/<uint:number>/links.json", links.release_links, name="research-release-links"),
+    path("released/<uint:number>/release.zip", archives.release_zip, name="research-release-zip"),
     path("released/<uint:number>/episodes/<uint:episode_index>/", catalogue.episode, name="research-episode"),
     path("released/<uint:number>/episodes/<uint:episode_index>/review.json", catalogue.episode_data,
          name="research-episode-data"),
@@ -26,6 +27,7 @@ urlpatterns = [
     path("datasets/<uint:number>/status/", datasets.dataset_status, name="research-dataset-status"),
     path("datasets/<uint:number>/file/", links.dataset_file, name="research-dataset-file"),
     path("datasets/<uint:number>/links.json", links.dataset_links, name="research-dataset-links"),
+    path("datasets/<uint:number>/dataset.zip", archives.dataset_zip, name="research-dataset-zip"),
     # The registry's demonstrator page posts here: a withdrawal of consent starts in research, which reaches
     # released data (the URL and its name are the registry's).
     path("demonstrators/<uint:demonstrator_pk>/withdraw/", withdrawals.withdraw_consent,

@@ -55,9 +55,8 @@ def release_links(user, release: ReleaseRequest, paths: list[str] | None = None,
     empty), after the live check of ``user`` and of every episode the files belong to."""
     chosen = _choose(catalogue.release_files(release), paths)
     indexes = {episode_index for _, _, episode_index in chosen if episode_index is not None}
-    items = list(ReleaseItem.objects.filter(request=release, episode_index__in=indexes)
-                 .select_related("request", "episode__recording__demonstrator"))
-    return _issue(user, release.study, chosen, items=items, release=release, via=via, now=now)
+    return _issue(user, release.study, chosen, items=release_items(release, indexes), release=release, via=via,
+                  now=now)
 
 
 def dataset_links(user, dataset: Dataset, paths: list[str] | None = None, *, via: str,
@@ -67,20 +66,14 @@ def dataset_links(user, dataset: Dataset, paths: list[str] | None = None, *, via
     if dataset.state != Dataset.State.READY:
         raise ResearchError(f"{dataset.dataset_id} is {dataset.get_state_display().lower()}, not ready")
     chosen = _choose(datasets.dataset_files(dataset), paths)
-    items = list(ReleaseItem.objects.filter(pk__in=dataset.episodes.values("item"))
-                 .select_related("request", "episode__recording__demonstrator"))
-    return _issue(user, dataset.study, chosen, items=items, dataset=dataset, via=via, now=now)
+    return _issue(user, dataset.study, chosen, items=dataset_items(dataset), dataset=dataset, via=via, now=now)
 
 
 def _issue(user, study, chosen, *, items: list[ReleaseItem], via: str, release: ReleaseRequest | None = None,
            dataset: Dataset | None = None, now: datetime | None = None) -> list[Link]:
     now = now or timezone.now()
     with transaction.atomic():
-        catalogue.lock_demonstrators(items)
-        check_access(user, study, now=now)
-        if release is not None and not catalogue.serving(release):
-            raise AccessRefused(f"{release.release_id} is {release.get_state_display().lower()}, not published")
-        catalogue.require_available(items)
+        live_check(user, study, items=items, release=release, now=now)
         expires_at = now + timedelta(seconds=settings.CERES_DOWNLOAD_LINK_SECONDS)
         rows = IssuedLink.objects.bulk_create([
             IssuedLink(study=study, user=user, release=release, dataset=dataset, episode_index=episode_index,
@@ -93,6 +86,32 @@ def _issue(user, study, chosen, *, items: list[ReleaseItem], via: str, release: 
             "release": release.release_id if release else None, "dataset": dataset.dataset_id if dataset else None,
         }) for row in rows)
     return [Link(row.path, _url(row), expires_at) for row in rows]
+
+
+def live_check(user, study, *, items: list[ReleaseItem], release: ReleaseRequest | None = None,
+               now: datetime | None = None) -> None:
+    """The check before anything of a release or dataset is given out, inside the caller's transaction: the
+    demonstrators' rows locked (a withdrawal racing it waits, or is seen), ``user``'s unexpired grant and
+    acceptance of the current agreement, ``release`` published (or still serving), and consent for ``items``."""
+    catalogue.lock_demonstrators(items)
+    check_access(user, study, now=now)
+    if release is not None and not catalogue.serving(release):
+        raise AccessRefused(f"{release.release_id} is {release.get_state_display().lower()}, not published")
+    catalogue.require_available(items)
+
+
+def release_items(release: ReleaseRequest, indexes: set[int] | None = None) -> list[ReleaseItem]:
+    """The items of ``release`` (those of ``indexes`` when given) as the live check reads them."""
+    items = ReleaseItem.objects.filter(request=release)
+    if indexes is not None:
+        items = items.filter(episode_index__in=indexes)
+    return list(items.select_related("request", "episode__recording__demonstrator"))
+
+
+def dataset_items(dataset: Dataset) -> list[ReleaseItem]:
+    """The items every file of ``dataset`` holds (a dataset holds every episode in each of its files)."""
+    return list(ReleaseItem.objects.filter(pk__in=dataset.episodes.values("item"))
+                .select_related("request", "episode__recording__demonstrator"))
 
 
 def open_in_viewer(user, item: ReleaseItem, *, part: str, audited: bool = True) -> None:

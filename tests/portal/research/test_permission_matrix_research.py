@@ -58,6 +58,8 @@ EXPECTED: dict[str, list[tuple[str, dict[str, int], dict | None]]] = {
     "research-release": [("GET", only(200, R, "no_agreement"), None)],
     "research-release-file": [("POST", only(302, R, "no_agreement"), LINK_BODY)],
     "research-release-links": [("POST", {R: 200, "no_agreement": 403}, LINK_BODY)],
+    # The whole release or dataset as one ZIP: the same live check as a link, before the first byte.
+    "research-release-zip": [("POST", {R: 200, "no_agreement": 403}, None)],
     "research-episode": [("GET", only(200, R, "no_agreement"), None)],
     # The viewer's data and video are given out like files: the current agreement is needed too.
     "research-episode-data": [("GET", {R: 200, "no_agreement": 403}, None)],
@@ -68,6 +70,7 @@ EXPECTED: dict[str, list[tuple[str, dict[str, int], dict | None]]] = {
     "research-dataset-status": [("GET", {R: 200, "no_agreement": 404}, None)],
     "research-dataset-file": [("POST", {R: 302, "no_agreement": 404}, DATASET_LINK_BODY)],
     "research-dataset-links": [("POST", {R: 200, "no_agreement": 404}, DATASET_LINK_BODY)],
+    "research-dataset-zip": [("POST", {R: 200, "no_agreement": 404}, None)],
     "api-agreement-list": [("GET", only(200, C, E, R, "no_agreement", "expired", "revoked", "applicant",
                                         "other_study"), None)],
     "api-agreement-accept": [("POST", only(400, C, E, R, "no_agreement", "expired", "revoked", "applicant",
