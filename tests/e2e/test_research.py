@@ -1,17 +1,21 @@
 """The researcher's journey in the browser, with a real worker: someone without a role asks for access and
 accepts the data-use agreement, a coordinator grants it, the new researcher browses the released episodes,
-opens one in the read-only viewer, downloads a file through a signed link, and builds a one-dataset download,
+opens one in the read-only viewer, downloads a file through a signed link and the whole release as one ZIP
+(which ``verify-release`` accepts once unzipped), and builds a one-dataset download,
 watching its progress (the worker is held at one object so the progress is seen for certain)."""
 
 from __future__ import annotations
 
+import zipfile
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.core.files.storage import storages
 from django_scopes import scope
 
+from exporter.cli import main as exporter_main
 from exporter.generate import generate_capture
+from portal.core import signing
 from portal.recordings.demo import demo_registry
 from portal.recordings.services.ingest import ingest_path
 from portal.releases.models import ReleaseRequest
@@ -106,6 +110,18 @@ def test_ask_be_granted_browse_view_download_and_build_one_dataset(demo, pipelin
         page.click(f"#episodes form:has(input[value='{path}']) button")
     with open(download.value.path(), "rb") as got:
         assert got.read() == storages["releases"].open(f"{released.prefix}{path}").read()
+    # The whole release as one ZIP: unzipped, verify-release accepts it.
+    with page.expect_download() as download:
+        page.click("#zip-download button")
+    assert download.value.suggested_filename == "demo-release-0001.zip"
+    zipped = tmp_path / "demo-release-0001.zip"
+    download.value.save_as(zipped)
+    with zipfile.ZipFile(zipped) as archive:
+        archive.extractall(tmp_path / "unzipped")
+    key = tmp_path / "ceres-release-key.pem"
+    key.write_text(signing.public_key_pem())
+    assert exporter_main(["verify-release", str(tmp_path / "unzipped" / "demo-release-0001"), "--public-key",
+                          str(key)]) == 0
 
     # One dataset from episodes 0 and 2: the worker is held before one object, so the progress shows.
     pipeline_worker.kill()
