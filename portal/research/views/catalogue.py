@@ -14,6 +14,7 @@ from portal.access.permissions import study_view
 from portal.core.pagination import list_page
 from portal.core.signing import key_fingerprint
 from portal.releases.models import ReleaseRequest
+from portal.releases.services import cards as release_cards
 from portal.releases.viewer import Viewer
 from portal.research import notices
 from portal.research.forms import BrowseFilter
@@ -72,6 +73,7 @@ def release_page(request: HttpRequest, study, number: int) -> HttpResponse:
         "link_seconds": settings.CERES_DOWNLOAD_LINK_SECONDS,
         "successor": ReleaseRequest.objects.filter(supersedes=release_request).first() if superseded else None,
         "told": notices.withdrawal_messages(request.user, release_request) if superseded else (),
+        "jsonld": release_cards.release_jsonld(release_request),
     })
 
 
