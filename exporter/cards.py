@@ -178,8 +178,12 @@ def _videos(info: dict[str, Any]) -> list[str]:
     return [name for name, spec in info["features"].items() if spec.get("dtype") == "video"]
 
 
-def _data_glob(part: Part) -> str:
-    return f"{part.prefix}data/*/*.parquet"
+def _data_globs(group: list[Part], whole: bool) -> list[str]:
+    """The parquet files of ``group`` as globs: one for the whole download when it is one group (every episode
+    folder of a release, or the dataset's ``data/``), else one per part."""
+    if whole and all(re.fullmatch(r"episode-\d+/", part.prefix) for part in group):
+        return ["episode-*/data/*/*.parquet"]
+    return list(dict.fromkeys(f"{part.prefix}data/*/*.parquet" for part in group))
 
 
 def _title(facts: Facts) -> str:
@@ -211,7 +215,7 @@ def _readme(facts: Facts, parts: list[Part], summary: dict[str, Any]) -> bytes:
     front += ["task_categories:", "- robotics", "tags:", "- LeRobot", "- CERES", "- hand-demonstrations",
               f"pretty_name: {_yaml(_title(facts))}", "configs:", "- config_name: default", "  data_files:"]
     front += ["  - split: train", "    path:"]
-    front += [f"    - {_yaml(glob)}" for glob in dict.fromkeys(_data_glob(part) for part in parts)]
+    front += [f"    - {_yaml(glob)}" for glob in _data_globs(parts, len(summary["groups"]) == 1)]
     front += ["ceres:", f"  kind: {facts.kind}", f"  id: {_yaml(facts.identifier)}", f"  study: {_yaml(facts.study)}",
               f"  codebase_version: {_yaml(summary['codebase_version'])}", f"  episodes: {summary['episodes']}",
               f"  frames: {summary['frames']}", f"  fps: {_yaml(summary['fps'])}",
@@ -375,7 +379,7 @@ def croissant(facts: Facts, parts: list[Part], files: list[dict[str, Any]],
         file_set = f"parquet-files{suffix}"
         distribution.append({"@type": "cr:FileSet", "@id": file_set, "name": file_set,
                              "description": "The frames' parquet files.", "encodingFormat": "application/x-parquet",
-                             "includes": [_data_glob(part) for part in group]})
+                             "includes": _data_globs(group, len(groups) == 1)})
         frames = f"frames{suffix}"
         fields = []
         for name, spec in group[0].info["features"].items():

@@ -2,7 +2,10 @@ import re
 from collections.abc import Iterable
 
 from django import template
+from django.utils.html import format_html
+from django.utils.safestring import mark_safe
 
+from exporter.jsonfile import json_bytes
 from portal.core.roles import Role
 
 register = template.Library()
@@ -62,10 +65,5 @@ def ld_json(value) -> str:
     """``value`` as a schema.org JSON-LD data block (``<script type="application/ld+json">``), escaped as Django's
     ``json_script`` escapes. A data block is never executed, so the Content-Security-Policy's ``script-src``
     does not concern it; nothing else in a template may be an inline script."""
-    from django.utils.html import format_html
-    from django.utils.safestring import mark_safe
-
-    from exporter.jsonfile import json_bytes
-
     text = json_bytes(value).decode("utf-8").translate(_LD_JSON_ESCAPES)
     return format_html('<script type="application/ld+json">{}</script>', mark_safe(text))  # noqa: S308

@@ -89,8 +89,7 @@ def test_a_release_carries_a_card_croissant_and_citation_that_verify_and_load(
     card = front_matter(folder)
     assert card["license"] == "cc-by-nc-4.0" and card["task_categories"] == ["robotics"]
     assert {"LeRobot", "CERES"} <= set(card["tags"])
-    assert card["configs"][0]["data_files"][0]["path"] == ["episode-000000/data/*/*.parquet",
-                                                            "episode-000001/data/*/*.parquet"]
+    assert card["configs"][0]["data_files"][0]["path"] == ["episode-*/data/*/*.parquet"]
     assert card["ceres"]["episodes"] == 2 and card["ceres"]["frames"] == frames
     assert card["ceres"]["codebase_version"] == "v3.0" and card["ceres"]["id"] == release.release_id
     assert card["ceres"]["release_section_sha256"] == manifest["manifest_sha256"] == release.manifest_sha256
@@ -101,6 +100,9 @@ def test_a_release_carries_a_card_croissant_and_citation_that_verify_and_load(
     # A re-run of the release job uploads the same card bytes, kept with the manifest.
     kept = release.release.card_files
     assert {name: (folder / name).read_text() for name in CARD_FILES} == kept
+    # The signed manifest covers the card like every file: a changed card fails the check.
+    (folder / "README.md").write_text(kept["README.md"].replace("cc-by-nc-4.0", "cc0-1.0"))
+    assert exporter_main(["verify-release", str(folder), "--public-key", str(tmp_path / "key.pem")]) == 1
 
 
 def test_a_one_dataset_download_carries_a_card_croissant_and_citation(released, researcher, client, tmp_path,
