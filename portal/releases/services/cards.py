@@ -15,7 +15,8 @@ from exporter import cards
 from exporter.timestamps import rfc3339
 from portal.core import storage
 from portal.releases.models import ReleaseRequest
-from portal.studies.models import DataUseAgreement, Study
+from portal.studies.models import Study
+from portal.studies.services.study import current_data_use_agreement
 
 # The files of a shard the card reads: its LeRobot metadata.
 _READ = ("meta/info.json", "meta/tasks.parquet")
@@ -23,7 +24,7 @@ _READ = ("meta/info.json", "meta/tasks.parquet")
 
 def licence(study: Study) -> tuple[str, int | None]:
     """The licence the study's current data-use agreement names and its version (``other``, None without one)."""
-    current = DataUseAgreement.objects.filter(study=study).order_by("-version").only("licence", "version").first()
+    current = current_data_use_agreement(study)
     return (current.licence, current.version) if current else (cards.DEFAULT_LICENCE, None)
 
 

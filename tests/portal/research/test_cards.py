@@ -141,7 +141,7 @@ def test_the_release_page_carries_schema_org_dataset_json_ld(released, researche
     assert "<" not in blocks[0] and ">" not in blocks[0]  # escaped like json_script: nothing closes the block
 
 
-def test_the_agreement_names_a_licence_and_a_change_is_a_new_audited_version(reg, agreement, client):
+def test_the_agreement_names_a_licence_and_a_change_is_a_new_audited_version(reg, agreement, client, make_user):
     assert agreement.licence == "other"
     with pytest.raises(RegistryError, match="identical"):
         publish_data_use_agreement(reg.coordinator, reg.study, text=AGREEMENT)
@@ -156,3 +156,6 @@ def test_the_agreement_names_a_licence_and_a_change_is_a_new_audited_version(reg
     event = AuditEvent.objects.filter(action="study.data_use_agreement_published").order_by("-seq").first()
     assert event.before["licence"] == "other" and event.after == {
         "version": agreement.version + 1, "sha256": agreement.sha256, "licence": "CC-BY-4.0"}
+    # A researcher asking for access sees the licence of the version they accept.
+    client.force_login(make_user(f"{reg.study.code}-asker"))
+    assert "<code>CC-BY-4.0</code>" in client.get(reverse("research-ask", args=[reg.study.code])).content.decode()
