@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -100,7 +100,6 @@ class Facts:
     digest: str
     url: str = ""
     purpose: str = ""
-    sources: list[str] = field(default_factory=list)
 
 
 def read_part(folder: Path, prefix: str = "") -> Part:
