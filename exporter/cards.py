@@ -267,9 +267,9 @@ under `data/`. `croissant.json` describes the same files and columns in MLCommon
 ## Integrity
 
 `{'release-manifest.json' if facts.kind == 'release' else 'dataset-manifest.json'}` lists every file of this
-folder, this card included, with its size and SHA-256, and is signed by the portal; check the folder with
-`python -m exporter verify-release FOLDER --public-key KEY` or `ceres-pull --verify-only`. The card cannot hold
-the digest of the manifest that lists it; instead it names {digest_note}.
+folder, this card included, with its size and SHA-256, and is signed by the portal: `ceres-pull` checks every
+file as it downloads, and `python -m exporter verify-release FOLDER --public-key KEY` checks a folder. The card
+cannot hold the digest of the manifest that lists it; instead it names {digest_note}.
 
 ## Citation
 
