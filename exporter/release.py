@@ -86,10 +86,12 @@ def section_digest(release: dict[str, Any]) -> str:
 
 
 def manifest_bytes(*, release: dict[str, Any], approvals: list[dict[str, Any]], released_at: str,
-                   audit_chain_head: dict[str, Any]) -> bytes:
+                   audit_chain_head: dict[str, Any], card_files: list[dict[str, Any]] | None = None) -> bytes:
     """The manifest's exact bytes (what the signature covers). ``approvals``: ``officer``, ``approved_at``,
-    ``manifest_sha256`` (the ``release`` section's digest the officer was shown)."""
-    return json_bytes({
+    ``manifest_sha256`` (the ``release`` section's digest the officer was shown). ``card_files``: the dataset
+    card and metadata at the release's root (``card_entries``), written when it is published: outside the
+    approved section, covered by the signature like every file (absent in releases made before them)."""
+    manifest = {
         "schema": SCHEMA,
         "version": VERSION,
         "release": release,
@@ -97,14 +99,24 @@ def manifest_bytes(*, release: dict[str, Any], approvals: list[dict[str, Any]], 
         "approvals": approvals,
         "released_at": released_at,
         "audit_chain_head": audit_chain_head,
-    })
+    }
+    if card_files is not None:
+        manifest["card_files"] = card_files
+    return json_bytes(manifest)
+
+
+def card_entries(files: dict[str, bytes]) -> list[dict[str, Any]]:
+    """The manifest's ``card_files``: each card or metadata file at the root (``path``, ``bytes``, ``sha256``)."""
+    return [{"path": name, "bytes": len(data), "sha256": bytes_digest(data)[0]} for name, data in sorted(files.items())]
 
 
 def manifest_files(manifest: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every file of the release or dataset the manifest lists (not the manifest and its signature), in order."""
+    """Every file of the release or dataset the manifest lists (not the manifest and its signature), in order:
+    the section's files, then the card and metadata files at the root."""
+    cards = list(manifest.get("card_files") or [])
     if manifest.get("schema") == DATASET_SCHEMA:
-        return list(manifest["dataset"]["files"])
-    return [item for episode in manifest["release"]["episodes"] for item in episode["files"]]
+        return list(manifest["dataset"]["files"]) + cards
+    return [item for episode in manifest["release"]["episodes"] for item in episode["files"]] + cards
 
 
 TOMBSTONE_SCHEMA = "ceres-release-tombstone"
@@ -146,16 +158,20 @@ def dataset_section(*, study: str, dataset_id: str, created_at: str, episodes: l
     }
 
 
-def dataset_manifest_bytes(*, dataset: dict[str, Any], signed_at: str, audit_chain_head: dict[str, Any]) -> bytes:
-    """The dataset manifest's exact bytes (what its signature covers)."""
-    return json_bytes({
+def dataset_manifest_bytes(*, dataset: dict[str, Any], signed_at: str, audit_chain_head: dict[str, Any],
+                           card_files: list[dict[str, Any]] | None = None) -> bytes:
+    """The dataset manifest's exact bytes (what its signature covers); ``card_files`` as in ``manifest_bytes``."""
+    manifest = {
         "schema": DATASET_SCHEMA,
         "version": VERSION,
         "dataset": dataset,
         "manifest_sha256": section_digest(dataset),
         "signed_at": signed_at,
         "audit_chain_head": audit_chain_head,
-    })
+    }
+    if card_files is not None:
+        manifest["card_files"] = card_files
+    return json_bytes(manifest)
 
 
 # --- keys and signatures --------------------------------------------------------------------------
@@ -364,6 +380,9 @@ def _check_fields(manifest: dict[str, Any], schema: str) -> None:
                 raise ValueError(f"episode {index!r} needs a whole episode_index, a receipt_sha256 and files")
     elif not isinstance(section.get("files"), list) or not isinstance(section.get("dataset_receipt_sha256"), str):
         raise ValueError("the dataset needs files and a dataset_receipt_sha256")
+    cards = manifest.get("card_files", [])
+    if not isinstance(cards, list) or not all(isinstance(item, dict) for item in cards):
+        raise ValueError("card_files is not a list of objects")
     for item in manifest_files(manifest):
         size = item.get("bytes") if isinstance(item, dict) else None
         if type(size) is not int or size < 0 or not isinstance(item.get("sha256"), str):

@@ -203,7 +203,8 @@ class Release(LeasedJob):
     study = models.ForeignKey(Study, on_delete=models.PROTECT, related_name="+")
     request = models.OneToOneField(ReleaseRequest, on_delete=models.PROTECT, related_name="release")
     prefix = models.CharField(max_length=300)
-    objects_total = models.PositiveIntegerField(help_text="Shard files, the manifest and its signature.")
+    objects_total = models.PositiveIntegerField(
+        help_text="Shard files, the dataset card and metadata files, the manifest and its signature.")
     objects_copied = models.PositiveIntegerField(default=0, help_text="Objects in place and checked.")
     objects_found = models.PositiveIntegerField(
         default=0, help_text="Of those, objects an interrupted attempt had already stored with the right digest.")
@@ -213,6 +214,10 @@ class Release(LeasedJob):
     manifest = models.BinaryField(blank=True, default=b"", help_text="The manifest's exact bytes, once signed.")
     manifest_sha256 = models.CharField(max_length=64, blank=True)
     signature = models.BinaryField(blank=True, default=b"", help_text="Raw Ed25519 signature of the manifest.")
+    card_files = models.JSONField(
+        default=dict, blank=True,
+        help_text="The dataset card and metadata files at the release's root (name to UTF-8 text), made once with "
+                  "the manifest that lists them, so a re-run uploads the same bytes.")
     key_fingerprint = models.CharField(max_length=64, blank=True)
     signed_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -43,7 +43,7 @@ class HeadsetAdmin(ReadOnlyAdmin):
 
 @admin.register(DataUseAgreement)
 class DataUseAgreementAdmin(ReadOnlyAdmin):
-    list_display = ["study", "version", "sha256", "created_by", "created_at"]
+    list_display = ["study", "version", "licence", "sha256", "created_by", "created_at"]
     list_filter = ["study"]
     list_select_related = ["study", "created_by"]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django import forms
 
+from exporter.cards import DEFAULT_LICENCE, LICENCES
 from portal.core import integers
 from portal.core.forms import date_input
 from portal.studies.models import ConsentDocument, ConsentEvent, Headset, Study
@@ -110,3 +111,7 @@ class CarryOverApprovalsForm(forms.Form):
 
 class DataUseAgreementForm(forms.Form):
     text = forms.CharField(widget=forms.Textarea(attrs={"rows": 6}), label="New data-use agreement text")
+    licence = forms.ChoiceField(
+        choices=[(key, key) for key in LICENCES], initial=DEFAULT_LICENCE, label="Licence of released data",
+        help_text="An SPDX identifier, or 'other': the agreement itself is the only licence (controlled access). "
+                  "Every release's dataset card, Croissant metadata and citation name it.")

@@ -13,6 +13,7 @@ from django.db import models
 from django.utils import timezone
 from django_scopes import ScopedManager
 
+from exporter.cards import DEFAULT_LICENCE, LICENCES
 from portal.core.append_only import AppendOnlyError as AppendOnlyError  # re-exported for callers
 from portal.core.append_only import AppendOnlyModel, AppendOnlyQuerySet
 
@@ -109,6 +110,10 @@ class DataUseAgreement(models.Model):
     version = models.PositiveIntegerField()
     text = models.TextField()
     sha256 = models.CharField("SHA-256 of the text (UTF-8)", max_length=64)
+    licence = models.CharField(
+        max_length=32, choices=[(key, key) for key in LICENCES], default=DEFAULT_LICENCE,
+        help_text="What released data is licensed under, as an SPDX identifier, or 'other': the agreement itself "
+                  "is the only licence (controlled access; the default). Named in every release's dataset card.")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
 

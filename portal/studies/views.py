@@ -89,7 +89,7 @@ def _settings_page(request, study, **forms_by_name) -> HttpResponse:
             initial={"approval_second_factor": study.approval_second_factor}),
         "second_factor_by_rule": settings.CERES_REQUIRE_2FA,
         "carry_over_form": CarryOverApprovalsForm(initial={"carry_over_approvals": study.carry_over_approvals}),
-        "agreement_form": DataUseAgreementForm(),
+        "agreement_form": _agreement_form(study),
         "agreement": study_service.current_data_use_agreement(study),
         **forms_by_name,
     }
@@ -174,13 +174,19 @@ def set_carry_over_approvals(request: HttpRequest, study) -> HttpResponse:
     return _settings_page(request, study, carry_over_form=form)
 
 
+def _agreement_form(study) -> DataUseAgreementForm:
+    """The form to publish a new version, filled with the current one (change the text, the licence or both)."""
+    current = study_service.current_data_use_agreement(study)
+    return DataUseAgreementForm(initial={"text": current.text, "licence": current.licence} if current else None)
+
+
 @require_POST
 @study_view(COORDINATOR)
 def publish_agreement(request: HttpRequest, study) -> HttpResponse:
     form = DataUseAgreementForm(request.POST)
     if form.is_valid():
         agreement = _attempt(form, "text", study_service.publish_data_use_agreement, request.user, study,
-                             text=form.cleaned_data["text"])
+                             text=form.cleaned_data["text"], licence=form.cleaned_data["licence"])
         if agreement:
             messages.success(request, f"Data-use agreement v{agreement.version} published.")
             return redirect("study-settings", study.code)

@@ -2,7 +2,10 @@ import re
 from collections.abc import Iterable
 
 from django import template
+from django.utils.html import format_html
+from django.utils.safestring import mark_safe
 
+from exporter.jsonfile import json_bytes
 from portal.core.roles import Role
 
 register = template.Library()
@@ -51,3 +54,16 @@ def release_reason(reason: str) -> str:
         return reason
     indexes = [int(index) for index in match["indexes"].split(", ")]
     return f"{match['head']}: {episodes_counted(indexes)} removed"
+
+
+# What ``json_script`` escapes: nothing in the JSON can end the element or open a comment in it.
+_LD_JSON_ESCAPES = {ord(">"): "\\u003E", ord("<"): "\\u003C", ord("&"): "\\u0026"}
+
+
+@register.filter
+def ld_json(value) -> str:
+    """``value`` as a schema.org JSON-LD data block (``<script type="application/ld+json">``), escaped as Django's
+    ``json_script`` escapes. A data block is never executed, so the Content-Security-Policy's ``script-src``
+    does not concern it; nothing else in a template may be an inline script."""
+    text = json_bytes(value).decode("utf-8").translate(_LD_JSON_ESCAPES)
+    return format_html('<script type="application/ld+json">{}</script>', mark_safe(text))  # noqa: S308

@@ -191,12 +191,16 @@ def carried_mismatches(release: ReleaseRequest) -> list[str]:
     return problems
 
 
-def signed_manifest(release: ReleaseRequest, *, released_at) -> tuple[bytes, bytes]:
-    """The manifest's exact bytes and their Ed25519 signature."""
+def signed_manifest(release: ReleaseRequest, *, released_at, card_files: dict[str, bytes] | None = None) \
+        -> tuple[bytes, bytes]:
+    """The manifest's exact bytes and their Ed25519 signature; ``card_files``: the dataset card and metadata
+    files at the release's root, listed outside the approved section."""
     approvals = [{**_approval_entry(approval), **({"carried_over_from": approval.carried_over_from.request.release_id}
                                                    if carries_approvals(release) else {})}
                  for approval in Approval.objects.filter(request=release).select_related(
                      "carried_over_from__request")]
     data = release_format.manifest_bytes(release=section(release), approvals=approvals,
-                                         released_at=rfc3339(released_at), audit_chain_head=chain_head())
+                                         released_at=rfc3339(released_at), audit_chain_head=chain_head(),
+                                         card_files=None if card_files is None
+                                         else release_format.card_entries(card_files))
     return data, release_format.sign(signing_key(), data)

@@ -20,6 +20,7 @@ from django.core.files.base import ContentFile
 from django.db import transaction
 from django.utils import timezone
 
+from exporter.cards import CARD_FILES, CardProblem
 from exporter.receipt import bytes_digest
 from exporter.release import MANIFEST, SIGNATURE
 from portal.access.models import Role
@@ -32,7 +33,7 @@ from portal.fixity.models import Alert
 from portal.fixity.services.alerts import raise_alert
 from portal.releases.exceptions import ReleaseError
 from portal.releases.models import Release, ReleaseRequest
-from portal.releases.services import gate, manifest
+from portal.releases.services import cards, gate, manifest
 from portal.releases.services.release_requests import set_state
 from portal.studies.models import Demonstrator
 
@@ -48,7 +49,7 @@ def claim_release(request_id: int) -> ReleaseRequest | None:
             return None
         executed = leases.lock(Release, request=release, missing_ok=True)
         if executed is None:
-            total = sum(len(files) for files in release.items.values_list("files", flat=True)) + 2
+            total = sum(len(files) for files in release.items.values_list("files", flat=True)) + 2 + len(CARD_FILES)
             executed = Release(study=release.study, request=release, prefix=release.prefix, objects_total=total)
         leases.take(executed)
         executed.save()
@@ -83,7 +84,7 @@ def publish_release(request_id: int) -> ReleaseRequest | None:
         # Nothing of a withdrawn person stays in the releases storage, not even in a release never published.
         storage.delete_prefix(storage.releases(), release.prefix)
         fail_release(release, f"release failed: {exc}")
-    except (ObjectMismatch, FileNotFoundError) as exc:
+    except (ObjectMismatch, FileNotFoundError, CardProblem) as exc:
         fail_release(release, f"release failed: {exc}")
     return release
 
@@ -157,8 +158,9 @@ def _publish(release: ReleaseRequest) -> None:
         except BaseException:
             pool.shutdown(cancel_futures=True)
             raise
-    data, signature = _sign_once(release)
-    for filename, content in ((MANIFEST, data), (SIGNATURE, signature)):
+    card_files, data, signature = _sign_once(release)
+    # The card and metadata files, then the manifest that lists them and its signature, last.
+    for filename, content in (*card_files.items(), (MANIFEST, data), (SIGNATURE, signature)):
         name = executed.prefix + filename
         expected.add(name)
         sha256, size = bytes_digest(content)
@@ -197,23 +199,34 @@ def _copy(shards, source: str, releases, name: str, entry: dict) -> None:
         storage.put_checked(releases, name, local, entry["sha256"], entry["bytes"])
 
 
-def _sign_once(release: ReleaseRequest) -> tuple[bytes, bytes]:
-    """The manifest's bytes and signature: made and kept on the first attempt that gets this far."""
+def _sign_once(release: ReleaseRequest) -> tuple[dict[str, bytes], bytes, bytes]:
+    """The card and metadata files, the manifest's bytes and signature: made and kept on the first attempt that
+    gets this far (the card files read the shards' metadata back from the release prefix first)."""
+    executed = Release.objects.get(request=release)
+    now = timezone.now()
+    made = None if executed.manifest else cards.release_cards(release, executed.prefix, published=now)
     with transaction.atomic():
         executed = Release.objects.select_for_update(no_key=True).get(request=release)
         if executed.manifest:
-            return bytes(executed.manifest), bytes(executed.signature)
+            return _kept_cards(executed), bytes(executed.manifest), bytes(executed.signature)
         _require_approved(release)
-        now = timezone.now()
-        data, signature = manifest.signed_manifest(release, released_at=now)
+        made = made if made is not None else cards.release_cards(release, executed.prefix, published=now)
+        data, signature = manifest.signed_manifest(release, released_at=now, card_files=made)
+        executed.card_files = {name: content.decode("utf-8") for name, content in made.items()}
         executed.manifest, executed.signature = data, signature
         executed.manifest_sha256 = bytes_digest(data)[0]
         executed.key_fingerprint = signing.key_fingerprint()
         executed.signed_at = now
-        executed.save(update_fields=["manifest", "signature", "manifest_sha256", "key_fingerprint", "signed_at"])
+        executed.save(update_fields=["manifest", "signature", "manifest_sha256", "key_fingerprint", "signed_at",
+                                     "card_files"])
         record(None, "release.signed", release, after={"manifest_sha256": executed.manifest_sha256,
                                                         "key_fingerprint": executed.key_fingerprint})
-    return data, signature
+    return made, data, signature
+
+
+def _kept_cards(executed: Release) -> dict[str, bytes]:
+    """The card files kept with the manifest (none for a release signed before releases carried them)."""
+    return {name: text.encode("utf-8") for name, text in sorted((executed.card_files or {}).items())}
 
 
 def note_retry(release: ReleaseRequest, exc: BaseException, countdown: float) -> None:

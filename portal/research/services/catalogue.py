@@ -8,7 +8,7 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.shortcuts import get_object_or_404
 
 from exporter.release import MANIFEST, SIGNATURE
-from portal.releases.models import ReleaseItem, ReleaseRequest
+from portal.releases.models import Release, ReleaseItem, ReleaseRequest
 from portal.releases.services import gate
 from portal.research.exceptions import AccessRefused
 from portal.studies.models import Demonstrator
@@ -101,13 +101,15 @@ def successor_item(number: int, episode_index: int) -> ReleaseItem | None:
 
 def release_files(release: ReleaseRequest) -> dict[str, tuple[str, int | None]]:
     """Every object of a published release by its path in the release folder: its storage key, and the study
-    episode it belongs to (None for the manifest and its signature). Of a superseded release still serving, the
-    files of the episodes its successor holds (its manifest names withdrawn episodes no longer there)."""
+    episode it belongs to (None for the manifest, its signature and the dataset card and metadata files). Of a
+    superseded release still serving, the files of the episodes its successor holds (its manifest and card name
+    withdrawn episodes no longer there)."""
     if release.state == SUPERSEDED:
         files = {}
         items = ReleaseItem.objects.filter(request=release).filter(_kept())
     else:
-        files = {name: (release.prefix + name, None) for name in (MANIFEST, SIGNATURE)}
+        cards = sorted(Release.objects.filter(request=release).values_list("card_files", flat=True).first() or {})
+        files = {name: (release.prefix + name, None) for name in (MANIFEST, SIGNATURE, *cards)}
         items = release.items.all()
     for item in items.only("episode_index", "files"):
         for entry in item.files:

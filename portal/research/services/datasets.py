@@ -21,6 +21,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from exporter import cards
 from exporter import release as release_format
 from exporter.assemble import assemble_dataset
 from exporter.errors import AssemblyError
@@ -31,6 +32,7 @@ from portal.audit.services import chain_head, record
 from portal.core import leases, queue, signing, storage
 from portal.core.states import transition
 from portal.releases.models import ReleaseItem
+from portal.releases.services import cards as release_cards
 from portal.research import notices
 from portal.research.exceptions import AccessRefused, ResearchError
 from portal.research.models import Dataset, DatasetEpisode, DatasetRequester
@@ -161,7 +163,7 @@ def build_dataset(dataset_id: int) -> Dataset | None:
         return None
     try:
         _build(dataset)
-    except (storage.ObjectMismatch, FileNotFoundError, AssemblyError, AccessRefused) as exc:
+    except (storage.ObjectMismatch, FileNotFoundError, AssemblyError, AccessRefused, cards.CardProblem) as exc:
         fail_dataset(dataset, f"build failed: {exc}")
     return dataset
 
@@ -183,6 +185,11 @@ def _build(dataset: Dataset) -> None:
         folder = root / "dataset"
         files = [{"path": name, **dict(zip(("sha256", "bytes"), file_digest(folder / name), strict=True))}
                  for name in folder_files(folder)]
+        section = _section(dataset, members, result, files)
+        made = cards.card_files(
+            release_cards.facts(dataset.study, kind="dataset", identifier=dataset.dataset_id, number=dataset.number,
+                                published=dataset.assembled_at, digest=release_format.section_digest(section)),
+            [cards.read_part(folder)], files)
         progress("uploading", 0, len(files), force=True)
         expected = set()
         for done, entry in enumerate(files, start=1):
@@ -192,9 +199,10 @@ def _build(dataset: Dataset) -> None:
                 storage.put_checked(releases, name, folder / entry["path"], entry["sha256"], entry["bytes"])
             progress("uploading", done, len(files))
     progress("signing", 0, 1, force=True)
-    data, signature = _sign(dataset, members, result, files)
-    for filename, content in ((release_format.DATASET_MANIFEST, data), (release_format.DATASET_SIGNATURE,
-                                                                          signature)):
+    data, signature = _sign(dataset, section, made)
+    # The card and metadata files, then the manifest that lists them and its signature, last.
+    for filename, content in (*made.items(), (release_format.DATASET_MANIFEST, data),
+                              (release_format.DATASET_SIGNATURE, signature)):
         name = dataset.prefix + filename
         expected.add(name)
         sha256, size = bytes_digest(content)
@@ -210,9 +218,10 @@ def _build(dataset: Dataset) -> None:
             storage.delete_prefix(releases, dataset.prefix)
             return
         _move(None, locked, State.READY, action="research.dataset_ready",
-              after={"files": len(files) + 2, "manifest_sha256": locked.manifest_sha256},
-              files_total=len(files) + 2, bytes_total=sum(entry["bytes"] for entry in files) + len(data)
-              + len(signature), finished_at=timezone.now(), lease_until=None, last_error="", phase="",
+              after={"files": len(files) + len(made) + 2, "manifest_sha256": locked.manifest_sha256},
+              files_total=len(files) + len(made) + 2, bytes_total=sum(entry["bytes"] for entry in files)
+              + sum(map(len, made.values())) + len(data) + len(signature),
+              finished_at=timezone.now(), lease_until=None, last_error="", phase="",
               done=0, total=0)
 
 
@@ -234,8 +243,8 @@ def _fetch_shards(items: list[ReleaseItem], root: Path, progress: _Progress) -> 
     return shard_dirs
 
 
-def _sign(dataset: Dataset, members: list[DatasetEpisode], result, files: list[dict]) -> tuple[bytes, bytes]:
-    section = release_format.dataset_section(
+def _section(dataset: Dataset, members: list[DatasetEpisode], result, files: list[dict]) -> dict:
+    return release_format.dataset_section(
         study=dataset.study.code, dataset_id=dataset.dataset_id, created_at=rfc3339(dataset.assembled_at),
         episodes=[{"episode_index": assembled.episode_index, "episode_id": assembled.episode_id,
                    "source_release": member.item.request.release_id,
@@ -243,9 +252,14 @@ def _sign(dataset: Dataset, members: list[DatasetEpisode], result, files: list[d
                    "source_receipt_sha256": member.item.receipt_sha256}
                   for member, assembled in zip(members, result.episodes, strict=True)],
         files=files, dataset_receipt_sha256=result.receipt_sha256)
+
+
+def _sign(dataset: Dataset, section: dict, made: dict[str, bytes]) -> tuple[bytes, bytes]:
+    """The manifest of the dataset ``section`` and its card and metadata files ``made``, and its signature."""
     now = timezone.now()
     data = release_format.dataset_manifest_bytes(dataset=section, signed_at=rfc3339(now),
-                                                  audit_chain_head=chain_head())
+                                                  audit_chain_head=chain_head(),
+                                                  card_files=release_format.card_entries(made))
     signature = release_format.sign(signing.signing_key(), data)
     with transaction.atomic():
         sha256 = bytes_digest(data)[0]

@@ -14,6 +14,7 @@ from portal.access.permissions import study_view
 from portal.core.pagination import list_page
 from portal.core.signing import key_fingerprint
 from portal.releases.models import ReleaseRequest
+from portal.releases.services import cards as release_cards
 from portal.releases.viewer import Viewer
 from portal.research import notices
 from portal.research.forms import BrowseFilter
@@ -68,10 +69,12 @@ def release_page(request: HttpRequest, study, number: int) -> HttpResponse:
         "study": study, "release_request": release_request, "release": release_request.release, "items": items,
         "access_problem": access.access_problem(request.user, study),
         "portal_url": request.build_absolute_uri("/").rstrip("/"),
-        "public_key_fingerprint": key_fingerprint(), "manifest_names": [MANIFEST, SIGNATURE],
+        "public_key_fingerprint": key_fingerprint(),
+        "manifest_names": [MANIFEST, SIGNATURE, *sorted(release_request.release.card_files or {})],
         "link_seconds": settings.CERES_DOWNLOAD_LINK_SECONDS,
         "successor": ReleaseRequest.objects.filter(supersedes=release_request).first() if superseded else None,
         "told": notices.withdrawal_messages(request.user, release_request) if superseded else (),
+        "jsonld": release_cards.release_jsonld(release_request),
     })
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from django.db import IntegrityError, transaction
 from django_scopes import scope as study_scope
 
+from exporter.cards import DEFAULT_LICENCE, LICENCES
 from exporter.receipt import bytes_digest
 from portal.audit.services import record
 from portal.studies.exceptions import RegistryError, StudyError
@@ -124,21 +125,29 @@ def current_data_use_agreement(study: Study) -> DataUseAgreement | None:
 
 
 @transaction.atomic
-def publish_data_use_agreement(actor, study: Study, *, text: str) -> DataUseAgreement:
-    """Publish a new version of the study's data-use agreement (the highest version is current)."""
+def publish_data_use_agreement(actor, study: Study, *, text: str, licence: str | None = None) -> DataUseAgreement:
+    """Publish a new version of the study's data-use agreement (the highest version is current). ``licence``: an
+    SPDX identifier of ``LICENCES`` or ``other`` (the agreement is the only licence); by default the current
+    version's, or ``other``. A new version changes the text, the licence or both."""
     text = text.strip()
     if not text:
         raise RegistryError("the data-use agreement text is empty")
     _locked(study)  # serialises version numbers
     with study_scope(study=study):
         current = DataUseAgreement.objects.order_by("-version").first()
+        licence = licence or (current.licence if current else DEFAULT_LICENCE)
+        if licence not in LICENCES:
+            raise RegistryError(f"licence {licence!r} is not one of {', '.join(LICENCES)}")
         sha256, _ = bytes_digest(text.encode("utf-8"))
-        if current is not None and current.sha256 == sha256:
-            raise RegistryError(f"the text is identical to the current data-use agreement v{current.version}")
+        if current is not None and current.sha256 == sha256 and current.licence == licence:
+            raise RegistryError(f"the text and licence are identical to the current data-use agreement "
+                                f"v{current.version}")
         agreement = DataUseAgreement.objects.create(
             study=study, version=(current.version + 1) if current else 1, text=text, sha256=sha256,
-            created_by=signed_in_user(actor),
+            licence=licence, created_by=signed_in_user(actor),
         )
         record(actor, "study.data_use_agreement_published", agreement,
-               after={"version": agreement.version, "sha256": sha256})
+               before={"version": current.version, "sha256": current.sha256, "licence": current.licence}
+               if current else None,
+               after={"version": agreement.version, "sha256": sha256, "licence": licence})
     return agreement
