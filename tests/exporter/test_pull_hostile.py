@@ -242,6 +242,50 @@ def test_a_clean_pull_verifies_pins_the_key_and_prints_its_fingerprint_every_run
     assert f"(0 fetched, {len(portal.files) - 2} already in place)" in again.stdout
 
 
+def verify_only(known: Path, *arguments: str) -> subprocess.CompletedProcess:
+    return subprocess.run([CLIENT_PYTHON, "-m", "ceres_pull", "--verify-only", *arguments], cwd=REPO,
+                          capture_output=True, text=True, timeout=120, env=environment(known))
+
+
+def test_verify_only_checks_a_folder_on_disk_with_the_pinned_or_given_key(portal, known, tmp_path):
+    portal.publish(FILES)
+    dest = tmp_path / "pulled"
+    assert pull(portal, dest, known).returncode == 0
+    portal.served_key = Ed25519PrivateKey.generate()  # were the portal asked, the changed key would be refused
+    checked = verify_only(known, str(dest), "--portal", portal.url)
+    assert checked.returncode == 0, checked.stderr
+    assert checked.stdout == (f"dataset dataset-0001 of study demo: signature valid (key {fingerprint(portal.key)}), "
+                              f"0 episodes, {len(portal.files) - 2} files match the manifest\n")
+    assert f"as pinned in {known}" in checked.stderr
+    key_file = tmp_path / "key.pem"
+    key_file.write_text(release_format.public_key_pem(portal.key.public_key()))
+    assert verify_only(known, str(dest), "--public-key", str(key_file)).returncode == 0
+
+    (dest / "meta/info.json").write_bytes(b"{}")
+    refused_in_one_line(verify_only(known, str(dest), "--portal", portal.url), 1,
+                        "problem: meta/info.json: 2 bytes, the manifest says")
+    other = tmp_path / "other.pem"
+    other.write_text(release_format.public_key_pem(Ed25519PrivateKey.generate().public_key()))
+    refused_in_one_line(verify_only(known, str(dest), "--public-key", str(other)), 1,
+                        f"problem: {SIGNATURE}: the signature does not match")
+
+
+@pytest.mark.parametrize(("arguments", "said"), [
+    ([], "--verify-only needs --public-key KEY or --portal URL"),
+    (["--portal", "http://127.0.0.1:9", "extra-dest"], "--verify-only takes the folder itself; no DEST after it"),
+])
+def test_verify_only_without_a_key_or_with_a_dest_is_a_usage_error(known, tmp_path, arguments, said):
+    refused_in_one_line(verify_only(known, str(tmp_path), *arguments), 2, said)
+
+
+def test_version_is_the_distributions(known):
+    from importlib.metadata import version
+
+    result = subprocess.run([CLIENT_PYTHON, "-m", "ceres_pull", "--version"], capture_output=True, text=True,
+                            timeout=60, env=environment(known))
+    assert result.returncode == 0 and result.stdout == f"ceres-pull {version('ceres-pull')}\n"
+
+
 def test_a_changed_key_is_refused_before_any_file_and_says_how_to_check_it(portal, known, tmp_path):
     portal.publish(FILES)
     assert pull(portal, tmp_path / "first", known).returncode == 0
