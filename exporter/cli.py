@@ -47,14 +47,7 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _verify_release(args: argparse.Namespace) -> int:
-    from exporter.release import (
-        ReleaseProblem,
-        fingerprint,
-        load_public_key,
-        manifest_files,
-        superseding,
-        verify_release,
-    )
+    from exporter.release import ReleaseProblem, load_public_key, summary, verify_release
 
     try:
         public_key = load_public_key(args.public_key)
@@ -66,25 +59,7 @@ def _verify_release(args: argparse.Namespace) -> int:
     except ReleaseProblem as exc:
         print(f"problem: {exc}")
         return 1
-    if "dataset" in manifest:
-        dataset = manifest["dataset"]
-        print(f"dataset {dataset['dataset_id']} of study {dataset['study']}: signature valid "
-              f"(key {fingerprint(public_key)}), {len(dataset['episodes'])} episodes, "
-              f"{len(manifest_files(manifest))} files match the manifest")
-        return 0
-    release = manifest["release"]
-    print(f"release {release['release_id']} of study {release['study']}: signature valid "
-          f"(key {fingerprint(public_key)}), {len(release['episodes'])} episodes, "
-          f"{len(manifest_files(manifest))} files match the manifest, "
-          f"{len(manifest['approvals'])} approvals")
-    named = superseding(manifest)
-    if named is not None:
-        digest = f" (manifest {named['manifest_sha256']})" if named.get("manifest_sha256") else ""
-        withdrawal = f", made by withdrawal {named['withdrawal']}" if named.get("withdrawal") is not None else ""
-        print(f"supersedes {named.get('release_id')}{digest}{withdrawal}")
-        for approval in named["carried_approvals"]:
-            print(f"carries the approval of {approval['officer']} at {approval['approved_at']} of "
-                  f"{approval['manifest_sha256']}")
+    print("\n".join(summary(manifest, public_key)))
     return 0
 
 

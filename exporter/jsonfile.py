@@ -6,13 +6,11 @@ spec says so. The canonical form of a task specification (capture-source.md sect
 compact form of its own and is written where it is defined.
 """
 
-import json
 from pathlib import Path
 from typing import Any
 
-
-def json_bytes(value: Any) -> bytes:
-    return (json.dumps(value, indent=2, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
+# The writer itself is the client's (manifests are digested over its bytes): one implementation.
+from ceres_pull.manifest import json_bytes
 
 
 def write_json(path: Path, value: Any) -> None:

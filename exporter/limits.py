@@ -7,10 +7,11 @@ An hour of 4K camera and its journal fit comfortably. Member paths: the spec's l
 accept.
 """
 
+from ceres_pull.safefs import MAX_NAME_BYTES
+
 MAX_SOURCE_BYTES = 64 * 1024**3
 MAX_SOURCE_ENTRIES = 1000
 MAX_MEMBER_DEPTH = 8
-MAX_NAME_BYTES = 255
 # capture.json and a task specification are a few levels deep; deeper nesting is refused before anything walks it.
 MAX_JSON_DEPTH = 64
 # A ZIP may expand to at most this many times its own size (beyond a small allowance that lets a tiny archive

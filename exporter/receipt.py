@@ -4,49 +4,22 @@ One implementation serves the episode shard's ``ceres/browser-export-receipt.jso
 dataset's ``ceres/dataset-receipt.json``.
 """
 
-import contextlib
-import hashlib
 import json
 import os
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
+
+from ceres_pull.manifest import RECEIPT, bytes_digest, file_digest, stream_digest  # noqa: F401  (shared)
 
 from exporter.jsonfile import json_bytes
 
-RECEIPT = "ceres/browser-export-receipt.json"
 MEDIA_TYPES = {".parquet": "application/vnd.apache.parquet", ".json": "application/json", ".mp4": "video/mp4"}
 # hashlib releases the GIL while it digests, so a few threads hash the video and the data parquet at once.
 _HASH_THREADS = min(4, os.cpu_count() or 1)
 _BLOCK = 1 << 20
 _THREADED_BYTES = 16 << 20
-
-
-def stream_digest(stream: IO[bytes], copy_to: IO[bytes] | None = None) -> tuple[str, int]:
-    """SHA-256 (lowercase hex) and length in bytes of everything a binary stream holds, read in 1 MiB blocks
-    (a local file or a stored object alike); with ``copy_to``, each block is also written there, so copying
-    and hashing read each byte once."""
-    sha = hashlib.sha256()
-    size = 0
-    while block := stream.read(_BLOCK):
-        sha.update(block)
-        if copy_to is not None:
-            copy_to.write(block)
-        size += len(block)
-    return sha.hexdigest(), size
-
-
-def bytes_digest(data: bytes) -> tuple[str, int]:
-    """SHA-256 (lowercase hex) and length in bytes of a byte string held in memory."""
-    return hashlib.sha256(data).hexdigest(), len(data)
-
-
-def file_digest(path: Path, copy_to: Path | None = None) -> tuple[str, int]:
-    """SHA-256 (lowercase hex) and length in bytes of one file; with ``copy_to``, the file is copied there (a
-    new file) as it is read."""
-    with Path(path).open("rb") as stream, (copy_to.open("xb") if copy_to else contextlib.nullcontext()) as out:
-        return stream_digest(stream, out)
 
 
 def _digests(root: Path, names: Iterable[str], copies: Mapping[str, Path] | None = None) -> list[tuple[str, int]]:

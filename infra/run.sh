@@ -18,6 +18,8 @@ py=.venv/bin/python
 $py manage.py migrate --no-input -v 0
 $py manage.py demo_setup
 $py manage.py demo_recordings
+# The researchers' client's wheel, served at /client/ (built again only when clients/ceres-pull changed).
+$py manage.py client_wheel
 
 # Each server runs in a session (and process group) of its own: a Ctrl-C reaches only this script, which
 # stops them in order, and a KILL of the group also ends the worker's pool and beat processes.

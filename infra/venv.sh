@@ -2,7 +2,9 @@
 # Create (or update) the project's virtual environment in .venv and install the project into it.
 #   infra/venv.sh          runtime dependencies
 #   infra/venv.sh test     plus the test extra
-# Re-installs only when pyproject.toml changed since the last successful install.
+# The researchers' client (clients/ceres-pull, a distribution of its own that the portal depends on) is installed
+# first, editable, so that pip finds the portal's pinned ceres-pull installed and never looks for it on an index.
+# Re-installs only when pyproject.toml or the client's changed since the last successful install.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -23,11 +25,12 @@ if [[ ! -x .venv/bin/python ]]; then
     "$python" -m venv .venv
 fi
 stamp=".venv/.installed${extra:+-$extra}"
-installed() { [[ -f $1 && ! pyproject.toml -nt $1 ]]; }
+installed() { [[ -f $1 && ! pyproject.toml -nt $1 && ! clients/ceres-pull/pyproject.toml -nt $1 ]]; }
 # The test extra holds every runtime dependency, so its stamp also stands for a runtime install.
 if ! installed "$stamp" && ! { [[ -z $extra ]] && installed .venv/.installed-test; }; then
     echo "venv: installing the project${extra:+ with [$extra]}" >&2
     .venv/bin/python -m pip install -q --upgrade pip >&2
+    .venv/bin/python -m pip install -q -e clients/ceres-pull >&2
     .venv/bin/python -m pip install -q -e ".${extra:+[$extra]}" >&2
     touch "$stamp"
 fi

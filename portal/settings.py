@@ -158,6 +158,8 @@ STORAGE_BACKEND = env_choice("CERES_STORAGE", "local", ("local", "s3"))
 # Every object link the portal gives out (S3 presigned, or signed by the portal on local folders) expires
 # after this many seconds.
 CERES_DOWNLOAD_LINK_SECONDS = env_int("CERES_DOWNLOAD_LINK_SECONDS", 300, minimum=10, maximum=3600)
+# Where the researchers' client's wheel is built (python manage.py client_wheel) and served from (/client/).
+CERES_CLIENT_DIR = Path(env_str("CERES_CLIENT_DIR", str(DATA_DIR / "client")))
 STORAGE_NAMES = ("captures", "shards", "releases")
 
 

@@ -8,6 +8,7 @@ from portal.accounts import views as accounts_views
 from portal.core import views as core_views
 from portal.releases import views as releases_views
 from portal.research.views import access as research_access
+from portal.research.views import client as research_client
 from portal.research.views import links as research_links
 
 urlpatterns = [
@@ -28,6 +29,8 @@ urlpatterns = [
     path("research/links/", research_links.my_links, name="research-links"),
     path("downloads/<str:token>", research_links.download, name="research-download"),
     path(".well-known/ceres-release-key", releases_views.public_key, name="release-public-key"),
+    path("client/", research_client.client_page, name="client"),
+    path("client/<str:filename>", research_client.client_wheel, name="client-wheel"),
     path("studies/<slug:study_code>/lockouts/", accounts_views.study_lockouts, name="study-lockouts"),
     path("api/", include("portal.api_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),

@@ -151,3 +151,24 @@ def test_the_floor_checker_finds_an_upward_import():
              "portal.access.permissions": {"portal.studies.models"}, "portal.urls": {"portal.studies.views"}}
     floors = (("core",), ("studies", "access"), ("urls",))
     assert _upward(graph, floors) == ["portal.core.views -> portal.studies.models"]
+
+
+CLIENT = REPO / "clients" / "ceres-pull" / "src" / "ceres_pull"
+# What the researchers' client may import besides the standard library and itself: its declared dependencies.
+CLIENT_DEPENDENCIES = ("httpx", "cryptography", "tqdm")
+
+
+def test_the_client_imports_only_the_standard_library_and_its_dependencies():
+    """``ceres-pull`` installs alone on a researcher's laptop: nothing of the portal, the exporter or Django."""
+    import sys
+
+    modules = sorted(CLIENT.rglob("*.py"))
+    assert {path.name for path in modules} >= {"pull.py", "manifest.py", "pinning.py", "safefs.py"}
+    offenders = []
+    for path in modules:
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
+            offenders += [f"{path.relative_to(REPO)}: {name}" for name in names
+                          if name.split(".")[0] not in (*sys.stdlib_module_names, *CLIENT_DEPENDENCIES, "ceres_pull")]
+    assert not offenders

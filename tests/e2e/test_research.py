@@ -104,6 +104,11 @@ def test_ask_be_granted_browse_view_download_and_build_one_dataset(demo, pipelin
     shot(page, "research-viewer")
     page.click("h1 small a:has-text('release-0001')")
     shot(page, "research-release")
+    # Copy-ready commands with the release's id filled in, each with a Copy button (the static copy.js).
+    assert "--release demo/release-0001 demo-release-0001" in page.inner_text("#pull pre[data-step=pull]")
+    copy = page.locator("#pull pre[data-step=pull] + button.copy")
+    copy.click()
+    assert copy.inner_text() in ("Copied", "Selected: Ctrl-C")
     path = "episode-000001/meta/info.json"
     page.click("#episodes tr[data-episode='1'] summary")  # its files, folded away
     with page.expect_download() as download:

@@ -1,7 +1,10 @@
 """``ceres-pull`` against a hostile portal: an in-test HTTP server that plays the portal's API and storage and
 lies as a hostile server would (over-long bodies, huge manifests and signatures, unsafe and clashing paths,
 missing links, another key), and a destination that holds symbolic links or files in the way. The client runs
-as the researcher runs it, a subprocess; what it must do is computed here from the bytes served."""
+as the researcher runs it, a subprocess; what it must do is computed here from the bytes served.
+
+``CERES_PULL_PYTHON`` runs the client with another interpreter (a virtual environment of Python 3.10 with only
+the client's wheel installed, say): the in-test portal and the expectations stay in this one."""
 
 from __future__ import annotations
 
@@ -22,12 +25,13 @@ from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit
 
 import pytest
+from ceres_pull import pinning
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from exporter import pinning
 from exporter import release as release_format
 
 REPO = Path(__file__).resolve().parents[2]
+CLIENT_PYTHON = os.environ.get("CERES_PULL_PYTHON") or sys.executable
 MiB = 1 << 20
 MANIFEST, SIGNATURE, RECEIPT = (release_format.DATASET_MANIFEST, release_format.DATASET_SIGNATURE,
                                 release_format.DATASET_RECEIPT)
@@ -184,7 +188,7 @@ def known(tmp_path) -> Path:
 
 
 def command(portal: Portal, dest: Path, known: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "exporter.pull", "--portal", portal.url, "--token=t", "--dataset",
+    return [CLIENT_PYTHON, "-m", "ceres_pull", "--portal", portal.url, "--token=t", "--dataset",
             "demo/dataset-0001", "--quiet", *extra, str(dest)]
 
 
@@ -236,6 +240,50 @@ def test_a_clean_pull_verifies_pins_the_key_and_prints_its_fingerprint_every_run
     assert again.returncode == 0, again.stderr
     assert f"release key {fingerprint(portal.key)} of {portal.url}, as pinned in {known}" in again.stderr
     assert f"(0 fetched, {len(portal.files) - 2} already in place)" in again.stdout
+
+
+def verify_only(known: Path, *arguments: str) -> subprocess.CompletedProcess:
+    return subprocess.run([CLIENT_PYTHON, "-m", "ceres_pull", "--verify-only", *arguments], cwd=REPO,
+                          capture_output=True, text=True, timeout=120, env=environment(known))
+
+
+def test_verify_only_checks_a_folder_on_disk_with_the_pinned_or_given_key(portal, known, tmp_path):
+    portal.publish(FILES)
+    dest = tmp_path / "pulled"
+    assert pull(portal, dest, known).returncode == 0
+    portal.served_key = Ed25519PrivateKey.generate()  # were the portal asked, the changed key would be refused
+    checked = verify_only(known, str(dest), "--portal", portal.url)
+    assert checked.returncode == 0, checked.stderr
+    assert checked.stdout == (f"dataset dataset-0001 of study demo: signature valid (key {fingerprint(portal.key)}), "
+                              f"0 episodes, {len(portal.files) - 2} files match the manifest\n")
+    assert f"as pinned in {known}" in checked.stderr
+    key_file = tmp_path / "key.pem"
+    key_file.write_text(release_format.public_key_pem(portal.key.public_key()))
+    assert verify_only(known, str(dest), "--public-key", str(key_file)).returncode == 0
+
+    (dest / "meta/info.json").write_bytes(b"{}")
+    refused_in_one_line(verify_only(known, str(dest), "--portal", portal.url), 1,
+                        "problem: meta/info.json: 2 bytes, the manifest says")
+    other = tmp_path / "other.pem"
+    other.write_text(release_format.public_key_pem(Ed25519PrivateKey.generate().public_key()))
+    refused_in_one_line(verify_only(known, str(dest), "--public-key", str(other)), 1,
+                        f"problem: {SIGNATURE}: the signature does not match")
+
+
+@pytest.mark.parametrize(("arguments", "said"), [
+    ([], "--verify-only needs --public-key KEY or --portal URL"),
+    (["--portal", "http://127.0.0.1:9", "extra-dest"], "--verify-only takes the folder itself; no DEST after it"),
+])
+def test_verify_only_without_a_key_or_with_a_dest_is_a_usage_error(known, tmp_path, arguments, said):
+    refused_in_one_line(verify_only(known, str(tmp_path), *arguments), 2, said)
+
+
+def test_version_is_the_distributions(known):
+    from importlib.metadata import version
+
+    result = subprocess.run([CLIENT_PYTHON, "-m", "ceres_pull", "--version"], capture_output=True, text=True,
+                            timeout=60, env=environment(known))
+    assert result.returncode == 0 and result.stdout == f"ceres-pull {version('ceres-pull')}\n"
 
 
 def test_a_changed_key_is_refused_before_any_file_and_says_how_to_check_it(portal, known, tmp_path):
@@ -296,7 +344,7 @@ def test_a_body_longer_than_its_entry_stops_at_the_declared_size(portal, known, 
 
 
 # The client, then its peak resident memory (VmHWM: of this process image only, not of the test's fork) to a file.
-PEAK = ("import os, sys\nfrom exporter import pull\ntry:\n    code = pull.main(sys.argv[1:])\nfinally:\n"
+PEAK = ("import os, sys\nfrom ceres_pull import pull\ntry:\n    code = pull.main(sys.argv[1:])\nfinally:\n"
         "    with open('/proc/self/status') as status, open(os.environ['PEAK'], 'w') as out:\n"
         "        out.write(next(line for line in status if line.startswith('VmHWM:')))\nsys.exit(code)\n")
 
@@ -306,7 +354,7 @@ def test_a_huge_manifest_is_refused_before_it_is_read_whole(portal, known, tmp_p
     portal.publish(FILES)
     portal.bodies[f"/files/{MANIFEST}"] = (stream(200 * MiB), 200 * MiB if declared else None)
     peak = tmp_path / "peak"
-    result = subprocess.run([sys.executable, "-c", PEAK, *command(portal, tmp_path / "pulled", known)[3:]],
+    result = subprocess.run([CLIENT_PYTHON, "-c", PEAK, *command(portal, tmp_path / "pulled", known)[3:]],
                             cwd=REPO, capture_output=True, text=True, timeout=120,
                             env=environment(known, PEAK=str(peak)))
     refused_in_one_line(result, 1, f"{MANIFEST}: longer than {64 * MiB} bytes", "refused before reading it whole")

@@ -57,6 +57,10 @@ SITE: dict[str, Expect] = {
     "password-reset-confirm": _e("GET", 200, 200, 200, 200),
     "healthz": _e("GET", 200, 200, 200, 200),
     "release-public-key": _e("GET", 200, 200, 200, 200),  # public: anyone verifies a release with it
+    # The researchers' client: public, as pip fetches it with no session. The matrix asks for a wheel of another
+    # version (404 for everyone, not a login); tests/portal/research/test_client.py serves the built one.
+    "client": _e("GET", 200, 200, 200, 200),
+    "client-wheel": _e("GET", 404, 404, 404, 404),
     "favicon.ico": _e("GET", (302, "/static/favicon"), (302, "/static/favicon"), (302, "/static/favicon"),
                       (302, "/static/favicon")),
     "api-root": _e("GET", 403, 200, 200, 200),
@@ -99,7 +103,7 @@ def world(make_study, make_user, django_user_model):
     pending = request_access(member, alpha, purpose="a policy", version=agreement.version, sha256=agreement.sha256)
     return {"users": {"anonymous": None, "member": member, "outsider": outsider, "staff": staff},
             "values": {"pk": token.pk, "code": alpha.code, "uid": pending.uid, "token": "not-a-signed-link",
-                       "uidb64": "MQ"}}
+                       "uidb64": "MQ", "filename": "ceres_pull-0.0.0-py3-none-any.whl"}}
 
 
 def _ask(client, user, method: str, url: str, accept: str = "*/*"):

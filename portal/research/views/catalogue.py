@@ -18,7 +18,7 @@ from portal.releases.services import cards as release_cards
 from portal.releases.viewer import Viewer
 from portal.research import notices
 from portal.research.forms import BrowseFilter
-from portal.research.services import access, catalogue, links
+from portal.research.services import access, catalogue, client, links
 
 RESEARCHER = Role.RESEARCHER
 # Released episodes are listed by the index of ReleaseItem's unique pair (request, episode_index).
@@ -68,7 +68,7 @@ def release_page(request: HttpRequest, study, number: int) -> HttpResponse:
     return render(request, "research/release.html", {
         "study": study, "release_request": release_request, "release": release_request.release, "items": items,
         "access_problem": access.access_problem(request.user, study),
-        "portal_url": request.build_absolute_uri("/").rstrip("/"),
+        **client.commands(request),
         "public_key_fingerprint": key_fingerprint(),
         "manifest_names": [MANIFEST, SIGNATURE, *sorted(release_request.release.card_files or {})],
         "link_seconds": settings.CERES_DOWNLOAD_LINK_SECONDS,

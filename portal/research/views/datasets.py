@@ -18,7 +18,7 @@ from portal.releases.models import ReleaseItem
 from portal.research.exceptions import ResearchError
 from portal.research.forms import BrowseFilter
 from portal.research.models import Dataset, DatasetRequester
-from portal.research.services import access, catalogue, datasets
+from portal.research.services import access, catalogue, client, datasets
 from portal.research.views.catalogue import browse_rows
 
 RESEARCHER = Role.RESEARCHER
@@ -81,7 +81,7 @@ def dataset_page(request: HttpRequest, study, number: int) -> HttpResponse:
     return render(request, "research/dataset.html", {
         "study": study, "dataset": dataset, "files": files, "members": members,
         "access_problem": access.access_problem(request.user, study),
-        "portal_url": request.build_absolute_uri("/").rstrip("/"),
+        **client.commands(request),
         "in_progress": dataset.state in (Dataset.State.QUEUED, Dataset.State.BUILDING),
     })
 

@@ -7,7 +7,7 @@ import threading
 import time
 from pathlib import Path
 
-from exporter import pull
+from ceres_pull import pull
 
 stop_after = int(os.environ["CERES_PULL_STOP_AFTER"])
 marker = Path(os.environ["CERES_PULL_MARKER"])

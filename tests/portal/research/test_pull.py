@@ -48,7 +48,7 @@ def token(researcher):
 def ceres_pull(live_server, token: str, target: str, dest: Path, *extra: str, script: list[str] | None = None,
                env: dict | None = None, wait: bool = True):
     which = "--release" if "/release-" in target else "--dataset"
-    command = [sys.executable, *(script or ["-m", "exporter.pull"]), "--portal", live_server.url, f"--token={token}",
+    command = [sys.executable, *(script or ["-m", "ceres_pull"]), "--portal", live_server.url, f"--token={token}",
                which, target, "--quiet", *extra, str(dest)]
     run_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
     if not wait:

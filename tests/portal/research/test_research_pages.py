@@ -56,7 +56,8 @@ def test_a_researcher_asks_is_granted_browses_views_and_downloads_through_the_pa
     browse = client.get(reverse("research-browse", args=[study.code])).content.decode()
     assert browse.count('name="items"') == 3 and "Showing 3 of 3" in browse
     page = client.get(reverse("research-release", args=[study.code, released.number])).content.decode()
-    assert "CERES_TOKEN=&lt;your token&gt; ceres-pull" in page and f"--release {study.code}/release-0001" in page
+    assert (f"ceres-pull --portal http://testserver --token $CERES_TOKEN --release {study.code}/release-0001 "
+            f"{study.code}-release-0001") in page
     assert page.count('name="path"') == released.release.objects_total
     # The count ceres-pull gives as verified (the manifest's files) and the two that are not in it.
     with scope(study=study):

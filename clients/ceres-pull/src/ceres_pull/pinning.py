@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from exporter import release as release_format
+from ceres_pull import manifest as release_format
 
 ENV = "CERES_KNOWN_PORTALS"
 _DEFAULT_PORTS = {"http": 80, "https": 443}

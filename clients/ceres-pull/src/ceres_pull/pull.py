@@ -1,6 +1,7 @@
 """``ceres-pull``: fetch a released episode set or a one-dataset download from a CERES portal and check it.
 
     ceres-pull --portal URL --token TOKEN (--release STUDY/release-NNNN | --dataset STUDY/dataset-NNNN) DEST
+    ceres-pull --verify-only DEST (--public-key KEY | --portal URL)
 
 The manifest and its signature come first, through signed links like every file; the signature is checked
 against the portal's release key before anything else is fetched. The key is ``--public-key`` when given;
@@ -14,6 +15,11 @@ nothing else) and writes the manifest last. A second run resumes: finished files
 request for them), a partial one continues where it stopped (HTTP Range), a link that expired mid-run is asked
 for again. Ctrl-C stops within a second, keeping what is verified and the partial files.
 
+``--verify-only DEST`` fetches nothing: it checks a folder already on disk (pulled, unzipped, copied) against its
+signed manifest, as ``python -m exporter verify-release`` does: the signature, every file listed with its length
+and SHA-256, nothing else there. The key is ``--public-key``, or the one pinned for ``--portal`` (asked of the
+portal and pinned when it is not pinned yet).
+
 Exit status:
   0    everything is in place and verified
   1    a file or the manifest does not check out (each is named; a bad file is not left under its name)
@@ -22,7 +28,7 @@ Exit status:
   4    network: the portal or its storage could not be reached or failed; run it again to resume
   130  interrupted (Ctrl-C); 143 terminated (SIGTERM): verified files stay, the rest resume on the next run
 
-No Django: a plain client of the portal's API (``httpx``), the exporter's manifest format and hasher.
+A plain client of the portal's API (``httpx``, ``cryptography``, ``tqdm``), installable alone: nothing of the portal.
 """
 
 from __future__ import annotations
@@ -40,7 +46,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -49,8 +55,8 @@ import httpx
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from tqdm import tqdm
 
-from exporter import pinning, safefs
-from exporter import release as release_format
+from ceres_pull import __version__, pinning, safefs
+from ceres_pull import manifest as release_format
 
 PARTIAL = ".ceres-pull"
 LINK_BATCH = 100
@@ -203,8 +209,8 @@ class Portal:
 
     def __init__(self, url: str, token: str, target: Target, *, timeout: float = 60.0):
         self.target = target
-        self.http = httpx.Client(base_url=url.rstrip("/"), timeout=timeout, follow_redirects=False,
-                                 headers={"Authorization": f"Token {token}", "Accept-Encoding": "identity"})
+        headers = {"Accept-Encoding": "identity", **({"Authorization": f"Token {token}"} if token else {})}
+        self.http = httpx.Client(base_url=url.rstrip("/"), timeout=timeout, follow_redirects=False, headers=headers)
         self.files = httpx.Client(timeout=timeout, follow_redirects=True, headers={"Accept-Encoding": "identity"})
 
     def close(self) -> None:
@@ -241,7 +247,7 @@ class Portal:
         links = {}
         try:
             served = headers.get("Date")
-            now = email.utils.parsedate_to_datetime(served) if served else datetime.now(UTC)
+            now = email.utils.parsedate_to_datetime(served) if served else datetime.now(timezone.utc)
             for link in json.loads(body)["links"]:
                 path, url = link["path"], link["url"]
                 if not isinstance(path, str) or not isinstance(url, str) \
@@ -548,12 +554,16 @@ def _pull_into(portal: Portal, target: Target, dest: Path, public_key: Ed25519Pu
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ceres-pull", description=__doc__.split("\n\n", 1)[1],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--portal", required=True, help="the portal's address, e.g. https://portal.example.org")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--portal", help="the portal's address, e.g. https://portal.example.org")
     parser.add_argument("--token", default=os.environ.get("CERES_TOKEN"),
                         help="an API token from your account page (default: $CERES_TOKEN)")
-    which = parser.add_mutually_exclusive_group(required=True)
+    which = parser.add_mutually_exclusive_group()
     which.add_argument("--release", help="a published release: STUDY/release-NNNN")
     which.add_argument("--dataset", help="a one-dataset download: STUDY/dataset-NNNN")
+    which.add_argument("--verify-only", type=Path, metavar="FOLDER",
+                       help="fetch nothing: check FOLDER against its signed manifest (with --public-key, or the key "
+                            "pinned for --portal)")
     parser.add_argument("--public-key", help="the portal's release key (PEM file or text, or base64 of the raw 32 "
                                              "bytes); default: the key the portal serves, pinned on first use")
     parser.add_argument("--known-portals", type=Path, default=None,
@@ -561,11 +571,11 @@ def _parser() -> argparse.ArgumentParser:
                              f"$XDG_CONFIG_HOME/ceres/known-portals, by default under ~/.config)")
     parser.add_argument("--connections", type=int, default=4, help="files downloaded at once (1 to 32, default 4)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    parser.add_argument("dest", type=Path, metavar="DEST", help="folder to pull into (made if absent)")
+    parser.add_argument("dest", type=Path, metavar="DEST", nargs="?", help="folder to pull into (made if absent)")
     return parser
 
 
-def _release_key(args: argparse.Namespace, portal: Portal) -> Ed25519PublicKey:
+def _release_key(args: argparse.Namespace, portal: Portal | None) -> Ed25519PublicKey:
     """``--public-key``, or the portal's key checked against (or pinned in) the known-portals file; its
     fingerprint printed either way."""
     if args.public_key:
@@ -576,6 +586,7 @@ def _release_key(args: argparse.Namespace, portal: Portal) -> Ed25519PublicKey:
         print(f"ceres-pull: release key {release_format.fingerprint(key)} (given with --public-key)",
               file=sys.stderr)
         return key
+    assert portal is not None  # without --public-key there is a portal to ask
     try:
         address = pinning.portal_id(args.portal)
     except ValueError as exc:
@@ -597,8 +608,64 @@ def _release_key(args: argparse.Namespace, portal: Portal) -> Ed25519PublicKey:
     return key
 
 
+def _pinned_key(args: argparse.Namespace) -> Ed25519PublicKey:
+    """For ``--verify-only``: ``--public-key``, or the key pinned for ``--portal`` (asked of the portal, and
+    pinned, only when none is pinned yet)."""
+    if args.public_key:
+        return _release_key(args, None)
+    try:
+        address = pinning.portal_id(args.portal)
+        known = args.known_portals or pinning.default_path()
+        pinned = pinning.read(known).get(address)
+    except (OSError, ValueError) as exc:
+        raise PullError(str(exc)) from None
+    if pinned is None:
+        portal = Portal(args.portal, args.token or "", Target("", "release", 0))
+        try:
+            return _release_key(args, portal)
+        finally:
+            portal.close()
+    print(f"ceres-pull: release key {release_format.fingerprint(pinned)} of {address}, as pinned in {known}",
+          file=sys.stderr)
+    return pinned
+
+
+def verify_only(args: argparse.Namespace) -> int:
+    """Check a folder on disk against its signed manifest; the exit status (0, 1 naming the problem, 2, 3, 4)."""
+    if args.dest is not None:
+        print("ceres-pull: error: --verify-only takes the folder itself; no DEST after it", file=sys.stderr)
+        return 2
+    if not args.public_key and not args.portal:
+        print("ceres-pull: error: --verify-only needs --public-key KEY or --portal URL (the key pinned for it)",
+              file=sys.stderr)
+        return 2
+    try:
+        public_key = _pinned_key(args)
+        manifest = release_format.verify_release(args.verify_only, public_key)
+    except release_format.ReleaseProblem as exc:
+        print(f"ceres-pull: problem: {exc}", file=sys.stderr)
+        return 1
+    except PullError as exc:
+        print(f"ceres-pull: {'error' if exc.code == 2 else 'refused' if exc.code == 3 else 'network'}: {exc}",
+              file=sys.stderr)
+        return exc.code
+    except OSError as exc:
+        print(f"ceres-pull: error: {args.verify_only}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    print("\n".join(release_format.summary(manifest, public_key)))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.verify_only is not None:
+        return verify_only(args)
+    if not args.portal or not (args.release or args.dataset) or args.dest is None:
+        parser.print_usage(sys.stderr)
+        print("ceres-pull: error: --portal, --release or --dataset, and DEST are required (or --verify-only "
+              "FOLDER)", file=sys.stderr)
+        return 2
     if not args.token:
         print("ceres-pull: error: --token (or CERES_TOKEN) is required", file=sys.stderr)
         return 2

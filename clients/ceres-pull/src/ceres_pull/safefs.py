@@ -14,14 +14,13 @@ import contextlib
 import errno
 import hashlib
 import os
-import shutil
 import stat
 import unicodedata
 from collections.abc import Iterable
 from pathlib import Path
 
-from exporter.limits import MAX_NAME_BYTES
-
+# Longest file name Linux and the usual object stores accept (the exporter's limits name it too).
+MAX_NAME_BYTES = 255
 # Longest relative path accepted (Linux's PATH_MAX is 4096 for the whole path, the destination included).
 MAX_PATH_BYTES = 1024
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -259,4 +258,14 @@ class Folder:
             return
         if not stat.S_ISDIR(found.st_mode):
             raise self._in_the_way((name,), 0, "a folder")
-        shutil.rmtree(name, dir_fd=self.fd)
+        # Bottom up through descriptors (``shutil.rmtree`` takes ``dir_fd`` only from Python 3.11 on): each entry
+        # removed from its open folder; a link is removed as the entry it is, never followed.
+        for _root, folders, files, root_fd in os.fwalk(name, topdown=False, dir_fd=self.fd):
+            for entry in files:
+                os.unlink(entry, dir_fd=root_fd)
+            for entry in folders:
+                try:
+                    os.rmdir(entry, dir_fd=root_fd)
+                except NotADirectoryError:  # a link to a folder
+                    os.unlink(entry, dir_fd=root_fd)
+        os.rmdir(name, dir_fd=self.fd)

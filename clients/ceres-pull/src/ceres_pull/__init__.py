@@ -1,0 +1,11 @@
+"""``ceres-pull``: fetch a released episode set or a one-dataset download from a CERES portal and check it
+against its signed manifest (``ceres_pull.pull``); the manifest format and the check of a folder
+(``ceres_pull.manifest``), release keys pinned per portal (``ceres_pull.pinning``), and files written under one
+folder without following links (``ceres_pull.safefs``)."""
+
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__ = version("ceres-pull")
+except PackageNotFoundError:  # run from a source tree that was not installed
+    __version__ = "unknown"

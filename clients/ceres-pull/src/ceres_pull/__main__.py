@@ -1,0 +1,5 @@
+import sys
+
+from ceres_pull.pull import main
+
+sys.exit(main())
