@@ -24,6 +24,7 @@ from ceres_pull.manifest import (  # noqa: F401  (the format's names, for the po
     SIGNATURE,
     VERSION,
     ReleaseProblem,
+    bytes_digest,
     check_file,
     check_files,
     episode_folder,
