@@ -108,7 +108,9 @@ def test_ask_be_granted_browse_view_download_and_build_one_dataset(demo, pipelin
     assert "--release demo/release-0001 demo-release-0001" in page.inner_text("#pull pre[data-step=pull]")
     copy = page.locator("#pull pre[data-step=pull] + button.copy")
     copy.click()
-    assert copy.inner_text() in ("Copied", "Selected: Ctrl-C")
+    # The clipboard answers asynchronously and the label returns to "Copy" after 2 s: wait for what it did.
+    page.wait_for_selector("#pull pre[data-step=pull] + button.copy[data-done]")
+    assert copy.get_attribute("data-done") in ("copied", "selected")
     path = "episode-000001/meta/info.json"
     page.click("#episodes tr[data-episode='1'] summary")  # its files, folded away
     with page.expect_download() as download:
