@@ -102,6 +102,7 @@ def _prepare(args) -> tuple[dict[str, str], list[Endpoint]]:
     from django.test import Client
     from django_scopes import scope
 
+    from portal.audit import study_log
     from portal.audit.models import AuditEvent
     from portal.core.pagination import Keyset
     from portal.recordings.models import Episode, Recording
@@ -134,9 +135,9 @@ def _prepare(args) -> tuple[dict[str, str], list[Endpoint]]:
         episodes_1000 = deep(Episode.objects.all(), ("-episode_index",))
         api_episodes_1000 = deep(Episode.objects.all(), ("episode_index",))
         events = AuditEvent.objects.filter(study_id=study.pk)
-        audit_1000 = deep(events, ("-seq",))
+        audit_1000 = deep(events, study_log.ORDER)
         actor = f"{study.code}-coordinator"
-        audit_actor_1000 = deep(events.filter(actor_label=actor), ("-seq",), 5_000)
+        audit_actor_1000 = deep(events.filter(actor_label=actor), study_log.ORDER, 5_000)
         requests_ = ReleaseRequest.objects.all()
         releases_deep = deep(requests_, ("-number",), 450)
         released = ReleaseItem.objects.filter(request__state=ReleaseRequest.State.RELEASED)
