@@ -112,6 +112,8 @@ class DataUseAgreement(models.Model):
     sha256 = models.CharField("SHA-256 of the text (UTF-8)", max_length=64)
     licence = models.CharField(
         max_length=32, choices=[(key, key) for key in LICENCES], default=DEFAULT_LICENCE,
+        # also the column's default, so a row written without it (an older migration's model) still gets one
+        db_default=DEFAULT_LICENCE,
         help_text="What released data is licensed under, as an SPDX identifier, or 'other': the agreement itself "
                   "is the only licence (controlled access; the default). Named in every release's dataset card.")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
