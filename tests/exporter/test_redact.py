@@ -256,3 +256,14 @@ def test_video_with_b_frames_is_fully_reencoded(tmp_path):
     assert (len(out), out_pts, out_size) == (len(src), src_pts, src_size)
     assert_filled(out[7], box, *out_size)
     assert verify_shard(tmp_path / "derived") == []
+
+
+def test_a_redacted_shard_assembles_with_its_redaction_record(shard, redacted, tmp_path):
+    from exporter.assemble import assemble_dataset, verify_dataset
+
+    dest, *_ = redacted
+    assemble_dataset(tmp_path / "dataset", [dest])
+    assert verify_dataset(tmp_path / "dataset") == []
+    moved = tmp_path / "dataset/ceres/episodes/episode-000000"
+    assert (moved / "redaction.json").read_bytes() == (dest / "ceres/redaction.json").read_bytes()
+    assert (tmp_path / "dataset" / VIDEO).read_bytes() == (dest / VIDEO).read_bytes()
