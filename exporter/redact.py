@@ -32,6 +32,7 @@ from exporter.jsonfile import json_bytes
 from exporter.modes import publish_modes
 from exporter.receipt import RECEIPT, bytes_digest, file_digest, verify_shard, write_receipt
 from exporter.stats import STAT_NAMES
+from exporter.timestamps import rfc3339
 from exporter.video import redact_video, video_stats
 
 Box = tuple[float, float, float, float]  # x0, y0, x1, y1 in pixels of the video frame
@@ -156,12 +157,19 @@ def _update_video_stats(staging: Path, key: str, stats: dict[str, list]) -> None
 
 
 def redact_shard(
-    source: Path, dest: Path, boxes: Mapping[int, Sequence[Box]], *, record: dict[str, Any]
+    source: Path,
+    dest: Path,
+    boxes: Mapping[int, Sequence[Box]],
+    *,
+    record: dict[str, Any],
+    created_at: datetime | None = None,
 ) -> RedactionResult:
     """Write `dest`, a copy of the episode shard `source` whose video has every box filled.
 
     `boxes`: frame index -> boxes (x0, y0, x1, y1, pixels, already merged). `record`: facts for
     `ceres/redaction.json` (detector, version, weights digest, threshold, officers' changes, reviewer).
+    `created_at` (default now) dates the redaction and the new receipt; the same source, boxes, record
+    and `created_at` give a byte-identical shard.
     The shard is staged beside `dest` and renamed into place; on any error nothing is left at `dest`.
     """
     source, dest = Path(source), Path(dest)
@@ -212,12 +220,12 @@ def redact_shard(
             with av.open(str(out_video)) as media:
                 gops = sum(1 for p in media.demux(video=0) if p.size and p.is_keyframe)
             method, copied, reencoded, frames = "copy", gops, 0, 0
-        created_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        created = rfc3339(created_at or datetime.now(UTC))
         source_receipt = (source / RECEIPT).read_bytes()
         redaction = {
             "schema": "ceres-video-redaction",
             "version": 1,
-            "created_at": created_at,
+            "created_at": created,
             "video": video_name,
             "source_receipt_sha256": bytes_digest(source_receipt)[0],
             "source_video_sha256": file_digest(source / video_name)[0],
@@ -239,7 +247,7 @@ def redact_shard(
         (staging / METADATA).write_bytes(json_bytes(metadata))
         source_meta = json.loads(source_receipt)
         receipt = write_receipt(staging, episode_id=source_meta["episode_id"],
-                                episode_index=source_meta["episode_index"], created_at=created_at)
+                                episode_index=source_meta["episode_index"], created_at=created)
         if dest.exists() or dest.is_symlink():
             raise RedactionError("already exists; shards are immutable", path=str(dest))
         publish_modes(staging)

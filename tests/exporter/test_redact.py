@@ -10,6 +10,7 @@ import json
 import math
 import re
 import shutil
+from datetime import UTC, datetime
 from pathlib import Path
 
 import av
@@ -267,3 +268,12 @@ def test_a_redacted_shard_assembles_with_its_redaction_record(shard, redacted, t
     moved = tmp_path / "dataset/ceres/episodes/episode-000000"
     assert (moved / "redaction.json").read_bytes() == (dest / "ceres/redaction.json").read_bytes()
     assert (tmp_path / "dataset" / VIDEO).read_bytes() == (dest / VIDEO).read_bytes()
+
+
+def test_same_input_and_time_give_a_byte_identical_shard(shard, tmp_path):
+    when = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+    boxes = {70: [(30.0, 30.0, 60.0, 60.0)]}
+    for name in ("one", "two"):
+        redact_shard(shard, tmp_path / name, boxes, record=dict(RECORD), created_at=when)
+    assert digests(tmp_path / "one") == digests(tmp_path / "two")
+    assert json.loads((tmp_path / "one/ceres/redaction.json").read_text())["created_at"] == "2026-06-01T12:00:00Z"
