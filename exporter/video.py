@@ -314,6 +314,10 @@ class _GopLayout:
     gop_starts: np.ndarray  # frame index of each keyframe
     frame_count: int
     x264_settings: dict[str, str]  # from the x264 SEI of the first frame; empty for other encoders
+    # with reordered frames (B-frames): display rank of each packet in decode order, and the largest
+    # lead of decoding over display (docs/video.md, remux); None and 0 when frames are shown in decode order
+    display_ranks: np.ndarray | None = None
+    reorder_delay: int = 0
 
 
 def _nal_units(payload: bytes, length_size: int) -> Iterator[bytes]:
@@ -344,14 +348,22 @@ def _avcc_parameter_sets(extradata: bytes) -> tuple[int, list[bytes]]:
     return length_size, units
 
 
-def _gop_layout(camera_path: Path, length_size: int) -> _GopLayout | None:
-    """Where the GOPs start; None unless every frame is shown in decode order and every GOP opens on an IDR."""
+def _gop_layout(camera_path: Path, length_size: int, *, reordered: bool = False) -> _GopLayout | None:
+    """Where the GOPs start; None unless every frame is shown in decode order and every GOP opens on an IDR.
+
+    With `reordered`, frames may be shown out of decode order (B-frames) as long as every GOP is closed:
+    the frames of each GOP are shown in one run, between those of the GOPs before and after it.
+    """
+    all_pts = []
     with _open_media(camera_path) as source:
         stream = _video_stream(source, camera_path)
         keyframes, previous_pts, index, settings = [], None, 0, {}
         for packet in _data_packets(source, stream, camera_path):
-            if packet.is_discard or packet.pts is None or (previous_pts is not None and packet.pts <= previous_pts):
+            if packet.is_discard or packet.pts is None:
                 return None
+            if not reordered and previous_pts is not None and packet.pts <= previous_pts:
+                return None
+            all_pts.append(packet.pts)
             if packet.is_keyframe:
                 units = list(_nal_units(bytes(packet), length_size))
                 if not any(unit and unit[0] & 0x1F == NAL_IDR for unit in units):
@@ -363,7 +375,17 @@ def _gop_layout(camera_path: Path, length_size: int) -> _GopLayout | None:
             index += 1
     if not keyframes or keyframes[0] != 0:
         return None
-    return _GopLayout(gop_starts=np.array(keyframes), frame_count=index, x264_settings=settings)
+    pts = np.array(all_pts, dtype=np.int64)
+    if not reordered or np.all(np.diff(pts) > 0):
+        return _GopLayout(gop_starts=np.array(keyframes), frame_count=index, x264_settings=settings)
+    if np.unique(pts).size != pts.size:
+        return None
+    ranks = np.searchsorted(np.sort(pts), pts)
+    ends = [*keyframes[1:], index]
+    if any(not np.array_equal(np.sort(ranks[a:b]), np.arange(a, b)) for a, b in zip(keyframes, ends, strict=True)):
+        return None  # an open GOP: a frame shown across a keyframe
+    delay = int(max(0, np.max(np.arange(index) - ranks)))
+    return _GopLayout(np.array(keyframes), index, settings, display_ranks=ranks, reorder_delay=delay)
 
 
 def _x264_settings(units: list[bytes]) -> dict[str, str]:
@@ -392,6 +414,10 @@ def _cut_encoder(layout: _GopLayout, stream: av.video.stream.VideoStream, fps: i
     return encoder if encoder_sets == source_sets else None
 
 
+class _ReorderTooDeep(Exception):
+    """A re-encoded GOP shows a frame later after decoding it than the copied GOPs' timeline allows."""
+
+
 def _smart_cut(
     camera_path: Path,
     chosen: np.ndarray,
@@ -416,9 +442,12 @@ def _smart_cut(
     if len(extradata) < 7 or extradata[0] != 1:
         return None
     length_size, _ = _avcc_parameter_sets(extradata)
-    layout = _gop_layout(camera_path, length_size)
+    # B-frames are taken only when every frame stays (a redaction): then each GOP's frames keep their places
+    keep_all = bool(chosen.size) and chosen[0] == 0 and chosen[-1] == chosen.size - 1
+    layout = _gop_layout(camera_path, length_size, reordered=keep_all)
     if layout is None:
         return None
+    ranks, delay = layout.display_ranks, layout.reorder_delay
     gop_ends = np.append(layout.gop_starts[1:], layout.frame_count)
     kept = np.searchsorted(chosen, gop_ends) - np.searchsorted(chosen, layout.gop_starts)
     whole = kept == gop_ends - layout.gop_starts
@@ -448,11 +477,20 @@ def _smart_cut(
             packet.stream = target
             output.mux(packet)
 
+        decode_index = 0  # of the next re-encoded packet, in the output (used with B-frames only)
+
         def mux_encoded(packets: list[av.Packet]) -> None:
+            nonlocal decode_index
             for encoded in packets:
                 units = [u for u in _annexb_nal_units(bytes(encoded)) if u[0] & 0x1F not in PARAMETER_SET_NALS]
                 packet = av.Packet(b"".join(len(u).to_bytes(length_size, "big") + u for u in units))
                 packet.pts = packet.dts = encoded.pts
+                if ranks is not None:
+                    # the file's decode timeline: dts = decode index - the source's reorder delay
+                    packet.dts = decode_index - delay
+                    if packet.dts > packet.pts:
+                        raise _ReorderTooDeep
+                    decode_index += 1
                 packet.is_keyframe = encoded.is_keyframe
                 mux(packet)
 
@@ -475,9 +513,14 @@ def _smart_cut(
                 if gop + 1 < layout.gop_starts.size and index == layout.gop_starts[gop + 1]:
                     gop += 1
                     frame_index = index
+                    decode_index = index
                     if cut_gops[gop]:
                         encoder = _cut_encoder(layout, stream, fps)
-                if whole[gop]:
+                if whole[gop] and ranks is not None:  # every frame stays: row == frame index
+                    packet.pts, packet.dts = int(ranks[index]), index - delay
+                    mux(packet)
+                    row += 1
+                elif whole[gop]:
                     packet.pts = packet.dts = row
                     mux(packet)
                     row += 1
@@ -489,6 +532,8 @@ def _smart_cut(
                         mux_encoded(encoder.encode(None))
         except av.FFmpegError as exc:
             raise SourceError(f"video stream does not decode ({exc})", path=str(camera_path)) from exc
+        except _ReorderTooDeep:
+            return None  # the re-encoded GOP reorders deeper than the copied ones allow; nothing useful kept
     if row != chosen.size:
         raise SourceError(f"video stream yielded {row} of {chosen.size} needed frames", path=str(camera_path))
     return CutResult(

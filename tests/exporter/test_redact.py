@@ -6,6 +6,7 @@ PyAV directly.
 """
 
 import hashlib
+import itertools
 import json
 import math
 import re
@@ -245,18 +246,33 @@ def test_command_line(shard, tmp_path, capsys):
     assert not (tmp_path / "cli2").exists()
 
 
-def test_video_with_b_frames_is_fully_reencoded(tmp_path):
-    # A late camera is re-encoded by the exporter with B-frames, which the smart cut does not take.
+def test_video_with_b_frames_keeps_its_reordering_and_copies_untouched_gops(tmp_path):
+    # A late camera is re-encoded by the exporter with B-frames and a keyframe every second (closed GOPs).
     source = generate_capture(tmp_path / "capture", seconds=3, retries=0, width=64, height=48, aligned=False)
     original = export_shard(source, tmp_path / "out").shard_dir
+    source_packets = packets(original / VIDEO)
+    assert any(b[1] < a[1] for a, b in itertools.pairwise(source_packets)), "B-frames"
+    keyframes = [i for i, p in enumerate(source_packets) if p[2]]
+    assert len(keyframes) >= 3
     box = (10.0, 10.0, 30.0, 30.0)
     result = redact_shard(original, tmp_path / "derived", {7: [box]}, record={})
-    assert result.method == "re-encode" and result.gops_copied == 0
+    assert (result.method, result.gops_reencoded, result.gops_copied) == ("smart-cut", 1, len(keyframes) - 1)
     src, src_pts, src_size = frames(original / VIDEO)
     out, out_pts, out_size = frames(tmp_path / "derived" / VIDEO)
     assert (len(out), out_pts, out_size) == (len(src), src_pts, src_size)
     assert_filled(out[7], box, *out_size)
+    out_packets = packets(tmp_path / "derived" / VIDEO)
+    # decode order and presentation times of the copied GOPs are the source's, and their bytes too
+    assert out_packets[keyframes[1]:] == source_packets[keyframes[1]:]
     assert verify_shard(tmp_path / "derived") == []
+    # a box in every GOP leaves nothing to copy: every frame is re-encoded by the range-aware encoder
+    everywhere = {start: [box] for start in keyframes}
+    result = redact_shard(original, tmp_path / "all", everywhere, record={})
+    assert (result.method, result.gops_copied, result.frames_reencoded) == ("re-encode", 0, len(src))
+    out, out_pts, _ = frames(tmp_path / "all" / VIDEO)
+    assert out_pts == src_pts
+    for start in keyframes:
+        assert_filled(out[start], box, *out_size)
 
 
 def test_a_redacted_shard_assembles_with_its_redaction_record(shard, redacted, tmp_path):
