@@ -44,6 +44,7 @@ from exporter.task_table import read_tasks
 from exporter.timestamps import rfc3339
 
 EPISODE_METADATA = "ceres/episode-metadata.json"
+REDACTION = "ceres/redaction.json"  # only in a shard derived with its video redacted (exporter/redact.py)
 TASK_SPECIFICATIONS = "ceres/task-specifications"
 ASSEMBLY = "ceres/assembly.json"
 DATASET_RECEIPT = "ceres/dataset-receipt.json"
@@ -376,7 +377,7 @@ def _check_artefacts(shard: _Shard, paths: list[str]) -> None:
     known = {*DATASET_WIDE, EPISODE_METADATA, shard.data_file(), shard.episodes_file()}
     known.update(shard.video_file(key) for key in shard.video_keys)
     for path in paths:
-        if path not in known and not path.startswith(f"{TASK_SPECIFICATIONS}/"):
+        if path not in known and path != REDACTION and not path.startswith(f"{TASK_SPECIFICATIONS}/"):
             raise AssemblyError(f"{shard.label}: unexpected artefact {path}", path=str(shard.path))
     missing = sorted(known - set(paths))
     if missing:
@@ -499,8 +500,10 @@ def _lay_over_one(
         _write_data(shard.path / shard.data_file(), stage / target.data_file(), target, stats)
         _write_episode_row(shard.path / shard.episodes_file(), stage / target.episodes_file(), target)
     moved = f"ceres/episodes/episode-{new_index:06d}"
-    for source, name in ((EPISODE_METADATA, "episode-metadata.json"), (RECEIPT, "source-receipt.json")):
-        known[f"{moved}/{name}"] = _copy(shard.path / source, stage / moved / name)
+    for source, name in ((EPISODE_METADATA, "episode-metadata.json"), (RECEIPT, "source-receipt.json"),
+                         (REDACTION, "redaction.json")):
+        if source != REDACTION or (shard.path / source).is_file():
+            known[f"{moved}/{name}"] = _copy(shard.path / source, stage / moved / name)
     return AssembledEpisode(new_index, shard.episode_index, shard.episode_id, shard.episode["length"]), known
 
 

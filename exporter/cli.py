@@ -1,4 +1,4 @@
-"""``python -m exporter``: export, verify, generate, assemble, verify-release."""
+"""``python -m exporter``: export, verify, generate, assemble, redact, verify-release."""
 
 import argparse
 import importlib
@@ -95,6 +95,7 @@ def _parser() -> argparse.ArgumentParser:
     # parsed by their own modules (see main); listed here for --help
     commands.add_parser("generate", help="write a synthetic capture source", add_help=False)
     commands.add_parser("assemble", help="assemble shards into one study dataset", add_help=False)
+    commands.add_parser("redact", help="derived shard with boxes (faces) filled in its video", add_help=False)
     return parser
 
 
@@ -105,7 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = _parser()
-    if argv and argv[0] in ("generate", "assemble"):
+    if argv and argv[0] in ("generate", "assemble", "redact"):
         # these subcommands live in modules of their own, imported only when used
         module = importlib.import_module(f"exporter.{argv[0]}")
         sub = argparse.ArgumentParser(prog=f"python -m exporter {argv[0]}")

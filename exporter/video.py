@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from fractions import Fraction
@@ -71,6 +71,33 @@ class VideoResult:
     method: str
     misaligned_rows: int
     frame_count: int
+
+
+@dataclass(frozen=True)
+class CutResult:
+    """What a smart cut did: GOPs copied packet for packet, GOPs and frames re-encoded."""
+
+    gops_copied: int
+    gops_reencoded: int
+    frames_reencoded: int
+
+
+# Called with (output frame index, decoded frame) for every frame that is re-encoded; returns the picture
+# to encode (yuv420p, same size).
+FrameTransform = Callable[[int, av.VideoFrame], av.VideoFrame]
+
+
+@dataclass(frozen=True)
+class RedactedVideo:
+    """`redact_video`'s outcome: `smart-cut` (only the GOPs holding a touched frame re-encoded) or
+    `re-encode` (every frame, when the video does not allow a safe cut)."""
+
+    method: str
+    frame_count: int
+    gops: int
+    gops_copied: int
+    gops_reencoded: int
+    frames_reencoded: int
 
 
 @contextmanager
@@ -287,6 +314,10 @@ class _GopLayout:
     gop_starts: np.ndarray  # frame index of each keyframe
     frame_count: int
     x264_settings: dict[str, str]  # from the x264 SEI of the first frame; empty for other encoders
+    # with reordered frames (B-frames): display rank of each packet in decode order, and the largest
+    # lead of decoding over display (docs/video.md, remux); None and 0 when frames are shown in decode order
+    display_ranks: np.ndarray | None = None
+    reorder_delay: int = 0
 
 
 def _nal_units(payload: bytes, length_size: int) -> Iterator[bytes]:
@@ -317,14 +348,22 @@ def _avcc_parameter_sets(extradata: bytes) -> tuple[int, list[bytes]]:
     return length_size, units
 
 
-def _gop_layout(camera_path: Path, length_size: int) -> _GopLayout | None:
-    """Where the GOPs start; None unless every frame is shown in decode order and every GOP opens on an IDR."""
+def _gop_layout(camera_path: Path, length_size: int, *, reordered: bool = False) -> _GopLayout | None:
+    """Where the GOPs start; None unless every frame is shown in decode order and every GOP opens on an IDR.
+
+    With `reordered`, frames may be shown out of decode order (B-frames) as long as every GOP is closed:
+    the frames of each GOP are shown in one run, between those of the GOPs before and after it.
+    """
+    all_pts = []
     with _open_media(camera_path) as source:
         stream = _video_stream(source, camera_path)
         keyframes, previous_pts, index, settings = [], None, 0, {}
         for packet in _data_packets(source, stream, camera_path):
-            if packet.is_discard or packet.pts is None or (previous_pts is not None and packet.pts <= previous_pts):
+            if packet.is_discard or packet.pts is None:
                 return None
+            if not reordered and previous_pts is not None and packet.pts <= previous_pts:
+                return None
+            all_pts.append(packet.pts)
             if packet.is_keyframe:
                 units = list(_nal_units(bytes(packet), length_size))
                 if not any(unit and unit[0] & 0x1F == NAL_IDR for unit in units):
@@ -336,7 +375,17 @@ def _gop_layout(camera_path: Path, length_size: int) -> _GopLayout | None:
             index += 1
     if not keyframes or keyframes[0] != 0:
         return None
-    return _GopLayout(gop_starts=np.array(keyframes), frame_count=index, x264_settings=settings)
+    pts = np.array(all_pts, dtype=np.int64)
+    if not reordered or np.all(np.diff(pts) > 0):
+        return _GopLayout(gop_starts=np.array(keyframes), frame_count=index, x264_settings=settings)
+    if np.unique(pts).size != pts.size:
+        return None
+    ranks = np.searchsorted(np.sort(pts), pts)
+    ends = [*keyframes[1:], index]
+    if any(not np.array_equal(np.sort(ranks[a:b]), np.arange(a, b)) for a, b in zip(keyframes, ends, strict=True)):
+        return None  # an open GOP: a frame shown across a keyframe
+    delay = int(max(0, np.max(np.arange(index) - ranks)))
+    return _GopLayout(np.array(keyframes), index, settings, display_ranks=ranks, reorder_delay=delay)
 
 
 def _x264_settings(units: list[bytes]) -> dict[str, str]:
@@ -365,33 +414,52 @@ def _cut_encoder(layout: _GopLayout, stream: av.video.stream.VideoStream, fps: i
     return encoder if encoder_sets == source_sets else None
 
 
-def _smart_cut(camera_path: Path, chosen: np.ndarray, fps: int, out_path: Path) -> bool:
+class _ReorderTooDeep(Exception):
+    """A re-encoded GOP shows a frame later after decoding it than the copied GOPs' timeline allows."""
+
+
+def _smart_cut(
+    camera_path: Path,
+    chosen: np.ndarray,
+    fps: int,
+    out_path: Path,
+    *,
+    touched: np.ndarray | None = None,
+    transform: FrameTransform | None = None,
+) -> CutResult | None:
     """Copy the GOPs whose frames all stay, re-encode the kept frames of the GOPs a cut passes through.
 
-    Returns False, having written nothing useful, when the camera does not allow a safe cut: a frame
+    `touched` (sorted source frame indices) sends the GOPs holding them to the re-encode even when all
+    their frames stay; `transform` is applied to every re-encoded frame (the redaction's fill).
+    Returns None, having written nothing useful, when the camera does not allow a safe cut: a frame
     repeats, frames are reordered (B-frames), a GOP does not open on an IDR, no GOP survives whole, or
     x264 cannot reproduce the source's SPS/PPS (one avcC record must describe every frame).
     """
     if np.any(np.diff(chosen) <= 0):
-        return False
+        return None
     with _open_media(camera_path) as source:
         extradata = bytes(_video_stream(source, camera_path).codec_context.extradata or b"")
     if len(extradata) < 7 or extradata[0] != 1:
-        return False
+        return None
     length_size, _ = _avcc_parameter_sets(extradata)
-    layout = _gop_layout(camera_path, length_size)
+    # B-frames are taken only when every frame stays (a redaction): then each GOP's frames keep their places
+    keep_all = bool(chosen.size) and chosen[0] == 0 and chosen[-1] == chosen.size - 1
+    layout = _gop_layout(camera_path, length_size, reordered=keep_all)
     if layout is None:
-        return False
+        return None
+    ranks, delay = layout.display_ranks, layout.reorder_delay
     gop_ends = np.append(layout.gop_starts[1:], layout.frame_count)
     kept = np.searchsorted(chosen, gop_ends) - np.searchsorted(chosen, layout.gop_starts)
     whole = kept == gop_ends - layout.gop_starts
+    if touched is not None and touched.size:
+        whole &= np.searchsorted(touched, gop_ends) == np.searchsorted(touched, layout.gop_starts)
     if not whole.any():
-        return False
+        return None
     cut_gops = (kept > 0) & ~whole
     if cut_gops.any():
         with _open_media(camera_path) as source:
             if _cut_encoder(layout, _video_stream(source, camera_path), fps) is None:
-                return False
+                return None
     time_base = Fraction(1, fps)
     with _open_media(camera_path) as source, _open_output(out_path) as output:
         stream = _video_stream(source, camera_path)
@@ -409,11 +477,20 @@ def _smart_cut(camera_path: Path, chosen: np.ndarray, fps: int, out_path: Path) 
             packet.stream = target
             output.mux(packet)
 
+        decode_index = 0  # of the next re-encoded packet, in the output (used with B-frames only)
+
         def mux_encoded(packets: list[av.Packet]) -> None:
+            nonlocal decode_index
             for encoded in packets:
                 units = [u for u in _annexb_nal_units(bytes(encoded)) if u[0] & 0x1F not in PARAMETER_SET_NALS]
                 packet = av.Packet(b"".join(len(u).to_bytes(length_size, "big") + u for u in units))
                 packet.pts = packet.dts = encoded.pts
+                if ranks is not None:
+                    # the file's decode timeline: dts = decode index - the source's reorder delay
+                    packet.dts = decode_index - delay
+                    if packet.dts > packet.pts:
+                        raise _ReorderTooDeep
+                    decode_index += 1
                 packet.is_keyframe = encoded.is_keyframe
                 mux(packet)
 
@@ -422,6 +499,8 @@ def _smart_cut(camera_path: Path, chosen: np.ndarray, fps: int, out_path: Path) 
             for frame in frames:
                 if row < chosen.size and chosen[row] == frame_index:
                     picture = frame if frame.format.name == "yuv420p" else frame.reformat(format="yuv420p")
+                    if transform is not None:
+                        picture = transform(row, picture)
                     picture.pict_type = av.video.frame.PictureType.NONE
                     picture.pts, picture.time_base = row, time_base
                     mux_encoded(encoder.encode(picture))
@@ -434,9 +513,14 @@ def _smart_cut(camera_path: Path, chosen: np.ndarray, fps: int, out_path: Path) 
                 if gop + 1 < layout.gop_starts.size and index == layout.gop_starts[gop + 1]:
                     gop += 1
                     frame_index = index
+                    decode_index = index
                     if cut_gops[gop]:
                         encoder = _cut_encoder(layout, stream, fps)
-                if whole[gop]:
+                if whole[gop] and ranks is not None:  # every frame stays: row == frame index
+                    packet.pts, packet.dts = int(ranks[index]), index - delay
+                    mux(packet)
+                    row += 1
+                elif whole[gop]:
                     packet.pts = packet.dts = row
                     mux(packet)
                     row += 1
@@ -448,13 +532,22 @@ def _smart_cut(camera_path: Path, chosen: np.ndarray, fps: int, out_path: Path) 
                         mux_encoded(encoder.encode(None))
         except av.FFmpegError as exc:
             raise SourceError(f"video stream does not decode ({exc})", path=str(camera_path)) from exc
+        except _ReorderTooDeep:
+            return None  # the re-encoded GOP reorders deeper than the copied ones allow; nothing useful kept
     if row != chosen.size:
         raise SourceError(f"video stream yielded {row} of {chosen.size} needed frames", path=str(camera_path))
-    return True
+    return CutResult(
+        gops_copied=int(np.count_nonzero(whole)),
+        gops_reencoded=int(np.count_nonzero(cut_gops)),
+        frames_reencoded=int(kept[cut_gops].sum()),
+    )
 
 
-def _encode_chosen_frames(camera_path: Path, chosen: np.ndarray, fps: int, out_path: Path) -> None:
-    """Encode decoded frame chosen[r] as output frame r, decoding the camera once, front to back."""
+def _encode_chosen_frames(
+    camera_path: Path, chosen: np.ndarray, fps: int, out_path: Path, transform: FrameTransform | None = None
+) -> None:
+    """Encode decoded frame chosen[r] as output frame r, decoding the camera once, front to back
+    (`transform`, when given, makes the picture each row gets from the decoded one)."""
     display_pts = _display_pts(camera_path)
     if chosen[-1] >= display_pts.size:
         raise SourceError(
@@ -481,8 +574,10 @@ def _encode_chosen_frames(camera_path: Path, chosen: np.ndarray, fps: int, out_p
                 picture = _even_yuv420p(frame, encoder.width, encoder.height)
                 picture.time_base = encoder.codec_context.time_base
                 while row < chosen.size and chosen_pts[row] == frame_pts:
-                    picture.pts = row
-                    output.mux(encoder.encode(picture))
+                    out = picture if transform is None else transform(row, picture)
+                    out.time_base = encoder.codec_context.time_base
+                    out.pts = row
+                    output.mux(encoder.encode(out))
                     row += 1
                 if row == chosen.size:
                     break
@@ -528,6 +623,34 @@ def _even_yuv420p(frame: av.VideoFrame, width: int, height: int) -> av.VideoFram
         picture = frame.reformat(width=width, height=height, format="yuv420p")
     picture.pict_type = av.video.frame.PictureType.NONE
     return picture
+
+
+def redact_video(mp4_path: Path, fps: int, out_path: Path, frames: np.ndarray, fill: FrameTransform) -> RedactedVideo:
+    """Write `mp4_path` (an episode video, frame r at r/fps) to `out_path` with `fill` applied to the
+    frames listed in `frames` (sorted, unique display indices): a smart cut that re-encodes just the GOPs
+    holding such a frame (`fill` sees each of their frames and changes the listed ones) and copies the
+    others packet for packet; when the video does not allow a safe cut, every frame is re-encoded with
+    the range-aware encoder instead. Same frame count and timing either way."""
+    display_pts = _display_pts(mp4_path)
+    count = int(display_pts.size)
+    frames = np.asarray(frames, dtype=np.int64)
+    if frames.size and (frames[0] < 0 or frames[-1] >= count or np.any(np.diff(frames) <= 0)):
+        raise ValueError("frames must be sorted, unique display indices of the video")
+    with _open_media(mp4_path) as source:
+        stream = _video_stream(source, mp4_path)
+        gops = sum(1 for p in _video_packets(source, stream, mp4_path) if p.is_keyframe)
+    chosen = np.arange(count, dtype=np.int64)
+    touched = set(frames.tolist())
+
+    def transform(row: int, picture: av.VideoFrame) -> av.VideoFrame:
+        return fill(row, picture) if row in touched else picture
+
+    with _staged(out_path) as staging:
+        cut = _smart_cut(mp4_path, chosen, fps, staging, touched=frames, transform=transform)
+        if cut is not None:
+            return RedactedVideo("smart-cut", count, gops, cut.gops_copied, cut.gops_reencoded, cut.frames_reencoded)
+        _encode_chosen_frames(mp4_path, chosen, fps, staging, transform)
+    return RedactedVideo("re-encode", count, gops, 0, gops, count)
 
 
 def strip_audio(src: Path, dst: Path) -> None:

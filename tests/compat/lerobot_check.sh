@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # LeRobot compatibility check: builds small study datasets with the exporter (generate -> export ->
-# assemble: three episodes with a camera, the same with episode 1 left out, two without a camera) and
+# assemble: three episodes with a camera, the same with episode 1 left out, two without a camera, and one
+# whose video is redacted) and
 # loads them with Hugging Face LeRobot 0.6.1's own reader, offline, decoding every frame. Every frame's
 # task, slot, observation.state and action are compared, value by value, with what expectations.py reads
 # from the capture journals without the exporter; its pixels with the shard's own mp4.
@@ -146,6 +147,21 @@ export_study camera mp4 0 1 0
 assemble_study camera all ${width}x${height} 0 1 2
 assemble_study camera without-1 ${width}x${height} 0 2
 export_study no-camera none 0 0
+# A 5-second episode (GOPs of 2 s) with its video redacted: boxes on its first and last ten frames, so
+# the smart cut re-encodes the first and last GOP and copies the middle one. The derived shard assembles
+# and loads like any other, every frame decoded to the redacted mp4's pixels.
+exporter generate "$work/redacted/capture-0" --seconds 5 --seed 21 --camera mp4 --width $width --height $height \
+    --retries 0 >>"$work/export.log"
+exporter export "$work/redacted/capture-0" "$work/redacted/shards" >>"$work/export.log"
+"$app_python" -c 'import json, sys; n = int(sys.argv[1]); json.dump({str(f): [[20, 20, 70, 60]] for f in
+    [*range(0, 10), *range(n - 10, n)]}, open(sys.argv[2], "w"))' \
+    "$(total_frames "$work/redacted/shards/episode-000000/meta/info.json")" "$work/boxes.json"
+exporter redact "$work/redacted/shards/episode-000000" "$work/redacted/derived" --boxes "$work/boxes.json" \
+    >>"$work/export.log"
+exporter assemble "$work/datasets/redacted" "$work/redacted/derived" >>"$work/export.log"
+"$app_python" "$repo/tests/compat/expectations.py" --camera ${width}x${height} "$work/redacted/capture-0" \
+    --shards "$work/redacted/derived" >"$work/redacted.json"
+checks+=("$work/datasets/redacted" "$work/redacted.json")
 assemble_study no-camera no-camera none 0 1
 
 if [[ -n $also ]]; then
