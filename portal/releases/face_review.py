@@ -96,7 +96,7 @@ def add_box(request: HttpRequest, study, number: int, episode_index: int) -> Htt
         with refusals(request) as outcome:
             span = review.add_span(request.user, item.episode, parse_keyframes(form.cleaned_data["keyframes"]))
         if not outcome.refused:
-            messages.success(request, f"Box added over frames {span.first_frame}–{span.last_frame}.")
+            messages.success(request, f"Box added over frames {span.first_frame} to {span.last_frame}.")
     return _back(study, number, episode_index)
 
 

@@ -39,10 +39,9 @@ from portal.studies.forms import (
     WithdrawalForm,
 )
 from portal.studies.models import ConsentDocument, ConsentEvent, Demonstrator, Headset
-from portal.studies.services import approval_policy
+from portal.studies.services import approval_policy, face_policy
 from portal.studies.services import consent as consent_service
 from portal.studies.services import demonstrators as demonstrator_service
-from portal.studies.services import face_policy
 from portal.studies.services import headsets as headset_service
 from portal.studies.services import study as study_service
 

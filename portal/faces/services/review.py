@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections import defaultdict
+from itertools import pairwise
 
 from django.db import transaction
 from django.db.models import Max
@@ -97,7 +98,7 @@ def check_keyframes(keyframes, episode: Episode, size: tuple[int, int] | None = 
 def interpolate(keyframes: list[list]) -> dict[int, Box]:
     """Every frame from the first keyframe to the last, its box linearly interpolated between the keyframes."""
     boxes: dict[int, Box] = {}
-    for (f0, *a), (f1, *b) in zip(keyframes, keyframes[1:], strict=False):
+    for (f0, *a), (f1, *b) in pairwise(keyframes):
         for frame in range(f0, f1):
             t = (frame - f0) / (f1 - f0)
             boxes[frame] = tuple(p + (q - p) * t for p, q in zip(a, b, strict=True))
