@@ -2,9 +2,9 @@
 
 The walk takes every pattern, whatever its arguments or its name (a study URL whose argument is ``code``,
 a pattern without a name, the admin's), so a URL added anywhere cannot slip past: it fails here until
-someone decides who may use it. The matrices: the registry's, the recordings', the faces API's, the accounts' study pages,
-the researcher access pages, the audit log's, the alerts and fixity pages, the site's own pages and API, and the
-admin (every admin URL, walked).
+someone decides who may use it. The matrices: the registry's, the recordings', the faces API's, the accounts'
+study pages, the researcher access pages, the audit log's, the alerts and fixity pages, the site's own pages and
+API, and the admin (every admin URL, walked).
 ``EXEMPT`` would hold a URL that no matrix can ask, with the reason; it is checked to be exact.
 """
 
@@ -25,7 +25,8 @@ EXEMPT: dict[str, str] = {}
 
 def test_every_url_is_in_exactly_one_permission_matrix():
     matrices = {"registry": set(REGISTRY), "recordings": set(RECORDINGS), "accounts": set(ACCOUNTS),
-                "releases": set(RELEASES), "faces": set(FACES), "research": set(RESEARCH), "audit": set(AUDIT), "fixity": set(FIXITY),
+                "releases": set(RELEASES), "faces": set(FACES),
+                "research": set(RESEARCH), "audit": set(AUDIT), "fixity": set(FIXITY),
                 "site": set(SITE), "admin": set(ADMIN), "exempt": set(EXEMPT)}
     keys = {route.key for route in all_routes()}
     missing = sorted(key for key in keys if not any(key in covered for covered in matrices.values()))

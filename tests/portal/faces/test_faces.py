@@ -134,7 +134,7 @@ def test_officer_edits_merge_interpolate_and_are_audited(reg, verified, policy, 
         assert removed.box == [10.0, 10.0, 14.0, 14.0]
         with pytest.raises(FacesError, match="was removed already"):
             review.remove_detection(reg.ethics, episode, frame=0, index=1)
-        with pytest.raises(FacesError, match="frame 3 of .* has 1 detection"):
+        with pytest.raises(FacesError, match=r"frame 3 of .* has 1 detection"):
             review.remove_detection(reg.ethics, episode, frame=3, index=1)
         with pytest.raises(FacesError, match="does not come after frame 4"):
             review.add_span(reg.ethics, episode, [[4, 0, 0, 4, 4], [4, 0, 0, 4, 4]])
@@ -256,7 +256,7 @@ def test_the_viewer_shows_the_faces_and_an_officer_reviews_there(client, reg, ve
     args = [reg.study.code, request.number, episode.episode_index]
     client.force_login(reg.coordinator)
     page = client.get(reverse("release-episode", args=args)).content.decode()
-    assert 'id="faces"' in page and "frames 0–1" in page and "frames 5–5" in page
+    assert 'id="faces"' in page and "frames 0 to 1" in page and "frames 5 to 5" in page
     assert 'id="faces-mark-reviewed"' not in page and "releases/faces.js" in page
     client.force_login(reg.ethics)
     assert 'id="faces-mark-reviewed"' in client.get(reverse("release-episode", args=args)).content.decode()
