@@ -290,3 +290,15 @@ def test_the_api_reads_and_edits_through_the_services(client, reg, verified, pol
     with scope(study=reg.study):
         stored = review.current_detection(episode)
     assert hashlib.sha256(storage.shards().open(stored.key, "rb").read()).hexdigest() == stored.sha256
+
+
+def test_the_recording_page_shows_the_detection_and_its_progress(client, reg, verified, policy, detector_id):
+    policy("redact")
+    episode = verified(1)[0]
+    with scope(study=reg.study):
+        FaceDetection.objects.filter(episode=episode).update(state=FaceDetection.State.RUNNING, progress=40,
+                                                             progress_note="frame 12 of 30")
+    client.force_login(reg.coordinator)
+    page = client.get(reverse("recording-detail", args=[reg.study.code, episode.recording.uid])).content.decode()
+    assert f"Faces by <code>{DETECTOR}</code>: detecting" in page and 'value="40"' in page
+    assert "frame 12 of 30" in page
