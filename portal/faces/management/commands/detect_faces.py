@@ -17,14 +17,14 @@ class Command(BaseCommand):
         parser.add_argument("study", nargs="+", help="Study code(s).")
         parser.add_argument("--again", action="store_true", help="Also run again where it is done or failed.")
 
-    def handle(self, *codes, again: bool = False, **options):
-        for code in codes:
-            study = Study.objects.filter(code=code).first()
-            if study is None:
+    def handle(self, *args, study: list[str], again: bool = False, **options):
+        for code in study:
+            found = Study.objects.filter(code=code).first()
+            if found is None:
                 raise CommandError(f"no study with the code {code!r}")
-            if study.face_policy == Study.FacePolicy.OFF:
+            if found.face_policy == Study.FacePolicy.OFF:
                 self.stdout.write(f"{code}: face policy off, nothing queued")
                 continue
-            with scope(study=study):
-                queued = detection.queue_study(None, study, again=again)
+            with scope(study=found):
+                queued = detection.queue_study(None, found, again=again)
             self.stdout.write(f"{code}: {queued} episode(s) queued for {detection.current_detector_id()}")

@@ -1,5 +1,5 @@
-"""Bystanders' faces on the portal side: the study's face policy, the detection job, the officers' review and the
-release gate's line under each policy, including a detector upgrade."""
+"""The officers' review of an episode's faces (edits, audit, who may) and the release gate's faces line under each
+policy, a detector upgrade included; the viewer's faces section and the API."""
 
 from __future__ import annotations
 
@@ -11,14 +11,11 @@ from django_scopes import scope
 
 from portal.audit.models import AuditEvent
 from portal.core import storage
-from portal.core.errors import LeaseBusy
 from portal.faces.exceptions import FacesError, FacesRefused
-from portal.faces.models import FaceDetection, FaceRemoval, FaceReview, FaceSpan
-from portal.faces.services import detection, review
+from portal.faces.models import FaceRemoval, FaceReview, FaceSpan
+from portal.faces.services import review
 from portal.releases.services import gate, release_requests
-from portal.studies.exceptions import RegistryError
-from portal.studies.models import Study
-from portal.studies.services.face_policy import FacePolicyRefused, set_face_policy
+from portal.studies.services.face_policy import set_face_policy
 from tests.portal.faces.conftest import DETECTOR, NEWER
 
 pytestmark = pytest.mark.django_db
@@ -33,89 +30,6 @@ def _faces_line(request, episode=None):
         checks = [check for item in gate.evaluate(request).episodes for check in item.checks
                   if check.key == "faces" and (episode is None or item.item.episode_id == episode.pk)]
     return checks
-
-
-# --- the policy ------------------------------------------------------------------------------------------
-
-
-def test_a_new_study_redacts_and_only_an_ethics_officer_changes_it_audited(make_study, make_user):
-    study = make_study("faces-new")
-    assert study.face_policy == Study.FacePolicy.REDACT
-    coordinator = make_user("fn-coord", study, ["coordinator"])
-    officer = make_user("fn-ethics", study, ["ethics_officer"])
-    other = make_user("fn-other", make_study("faces-other"), ["ethics_officer"])
-    for refused in (coordinator, other):
-        with pytest.raises(FacePolicyRefused, match="only an ethics officer of study faces-new"):
-            set_face_policy(refused, study, "off")
-    with pytest.raises(RegistryError, match="unknown face policy 'blur'"):
-        set_face_policy(officer, study, "blur")
-    set_face_policy(officer, study, "detect")
-    study.refresh_from_db()
-    assert study.face_policy == "detect"
-    event = AuditEvent.objects.filter(study_id=study.pk, action="study.face_policy_changed").get()
-    assert event.before["face_policy"] == "redact" and event.after["face_policy"] == "detect"
-
-
-def test_the_settings_page_shows_the_policy_and_an_officer_changes_it(client, make_study, make_user):
-    study = make_study("faces-page")
-    officer = make_user("fp-ethics", study, ["ethics_officer"])
-    coordinator = make_user("fp-coord", study, ["coordinator"])
-    client.force_login(coordinator)
-    page = client.get(reverse("study-settings", args=[study.code])).content.decode()
-    assert "Bystanders' faces" in page and 'id="set-face-policy"' not in page
-    assert client.post(reverse("study-set-face-policy", args=[study.code]), {"face_policy": "off"}).status_code == 403
-    client.force_login(officer)
-    assert 'id="set-face-policy"' in client.get(reverse("study-settings", args=[study.code])).content.decode()
-    response = client.post(reverse("study-set-face-policy", args=[study.code]), {"face_policy": "off"})
-    assert response.status_code == 302
-    study.refresh_from_db()
-    assert study.face_policy == "off"
-
-
-# --- the detection job -------------------------------------------------------------------------------------
-
-
-def test_off_queues_nothing_and_a_verified_episode_is_queued_under_redact(reg, verified, policy, sent_tasks,
-                                                                           detector_id,
-                                                                           django_capture_on_commit_callbacks):
-    off = verified(1)[0]
-    assert not [name for name, _ in sent_tasks if name == "faces.detect_episode"]
-    with scope(study=reg.study):
-        assert detection.queue_detection(None, off) is None
-        assert not FaceDetection.objects.exists()
-    policy("redact")
-    with django_capture_on_commit_callbacks(execute=True):
-        episode = verified(1)[0]
-    with scope(study=reg.study):
-        job = FaceDetection.objects.get(episode=episode)
-    assert job.detector_id == DETECTOR and job.state == FaceDetection.State.QUEUED
-    assert ("faces.detect_episode", (job.pk,)) in sent_tasks
-
-
-def test_the_job_runs_the_detector_stores_the_file_beside_the_shard_and_one_worker_wins(reg, verified, policy):
-    policy("detect")
-    episode = verified(1, seconds=1.0, width=64, height=48)[0]
-    with scope(study=reg.study):
-        job = FaceDetection.objects.get(episode=episode)
-        # A second worker while the first holds the lease waits for it.
-        claimed = detection.claim(job.pk)
-        assert claimed is not None and claimed.state == FaceDetection.State.RUNNING
-        with pytest.raises(LeaseBusy):
-            detection.claim(job.pk)
-        FaceDetection.objects.filter(pk=job.pk).update(lease_until=None)  # the first worker died
-        done = detection.run_detection(job.pk)
-        assert done.state == FaceDetection.State.DONE, done.reason
-        done.refresh_from_db()
-        assert done.key == f"faces/{reg.study.code}/{episode.folder}/{detection.current_detector_id()}.parquet"
-        assert not done.key.startswith(episode.prefix)  # the shard stays as exported
-        assert storage.digest(storage.shards(), done.key) == (done.sha256, done.bytes)
-        assert done.frame_count == episode.length and done.progress == 100 and done.lease_until is None
-        assert done.box_count == 0  # the generated capture shows no face
-        assert detection.run_detection(job.pk) is None  # done: the next delivery finds nothing to do
-        assert "faces.detected" in _actions(reg.study)
-
-
-# --- the officers' review ----------------------------------------------------------------------------------
 
 
 def test_officer_edits_merge_interpolate_and_are_audited(reg, verified, policy, detector_id, store_detections):
@@ -167,9 +81,6 @@ def test_a_coordinator_and_another_studys_officer_cannot_review(reg, verified, p
                 review.remove_detection(who, episode, frame=0, index=0)
         assert not FaceReview.objects.exists() and not FaceSpan.objects.exists()
         assert not FaceRemoval.objects.exists()
-
-
-# --- the gate ----------------------------------------------------------------------------------------------
 
 
 def test_off_has_no_faces_line(reg, verified, make_request, detector_id):
@@ -232,21 +143,6 @@ def test_a_detector_upgrade_asks_for_new_detections_and_a_new_review(reg, verifi
     assert _faces_line(request)[0].status == gate.PASS
 
 
-def test_queue_study_runs_again_for_a_new_detector(reg, verified, policy, detector_id, store_detections,
-                                                   sent_tasks):
-    policy("redact")
-    episode = verified(1)[0]
-    store_detections(episode, {})
-    with scope(study=reg.study):
-        assert detection.queue_study(None, reg.study) == 0  # the current detector's is done
-        detector_id(NEWER)
-        assert detection.queue_study(None, reg.study) == 1
-        assert FaceDetection.objects.get(episode=episode, detector_id=NEWER).state == FaceDetection.State.QUEUED
-
-
-# --- the viewer's section and the API ------------------------------------------------------------------------
-
-
 def test_the_viewer_shows_the_faces_and_an_officer_reviews_there(client, reg, verified, make_request, policy,
                                                                  detector_id, store_detections):
     policy("redact")
@@ -290,15 +186,3 @@ def test_the_api_reads_and_edits_through_the_services(client, reg, verified, pol
     with scope(study=reg.study):
         stored = review.current_detection(episode)
     assert hashlib.sha256(storage.shards().open(stored.key, "rb").read()).hexdigest() == stored.sha256
-
-
-def test_the_recording_page_shows_the_detection_and_its_progress(client, reg, verified, policy, detector_id):
-    policy("redact")
-    episode = verified(1)[0]
-    with scope(study=reg.study):
-        FaceDetection.objects.filter(episode=episode).update(state=FaceDetection.State.RUNNING, progress=40,
-                                                             progress_note="frame 12 of 30")
-    client.force_login(reg.coordinator)
-    page = client.get(reverse("recording-detail", args=[reg.study.code, episode.recording.uid])).content.decode()
-    assert f"Faces by <code>{DETECTOR}</code>: detecting" in page and 'value="40"' in page
-    assert "frame 12 of 30" in page
