@@ -45,3 +45,9 @@ def test_the_settings_page_shows_the_policy_and_an_officer_changes_it(client, ma
     assert response.status_code == 302
     study.refresh_from_db()
     assert study.face_policy == "off"
+
+
+def test_the_api_names_the_policy(client, make_study, make_user):
+    study = make_study("faces-api")
+    client.force_login(make_user("fa-ethics", study, ["ethics_officer"]))
+    assert client.get(f"/api/studies/{study.code}/").json()["face_policy"] == "redact"
