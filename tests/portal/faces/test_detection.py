@@ -115,3 +115,20 @@ def test_the_command_and_the_admin_action_queue_the_current_detector(client, reg
     assert f"1 episode(s) queued for {NEWER}." in response.content.decode()
     with scope(study=reg.study):
         assert FaceDetection.objects.get(episode=episode, detector_id=NEWER).state == FaceDetection.State.QUEUED
+
+
+def test_a_video_that_does_not_match_its_receipt_fails_the_job_visibly(reg, verified, policy):
+    policy("redact")
+    episode = verified(1)[0]
+    video = next(entry["path"] for entry in episode.shard_files if entry["path"].endswith(".mp4"))
+    from io import BytesIO
+
+    storage.put(storage.shards(), episode.prefix + video, BytesIO(b"not the exported video"))
+    with scope(study=reg.study):
+        job = FaceDetection.objects.get(episode=episode)
+        failed = detection.run_detection(job.pk)
+        job.refresh_from_db()
+    assert failed.state == job.state == FaceDetection.State.FAILED and job.lease_until is None
+    assert job.reason == f"detection failed: {episode.prefix}{video}: the stored object does not match its receipt"
+    assert not storage.walk(storage.shards(), f"faces/{reg.study.code}/")
+    assert "faces.detection_failed" in _actions(reg.study)
