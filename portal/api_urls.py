@@ -3,6 +3,7 @@
 from rest_framework.routers import DefaultRouter
 
 from portal.accounts import api as accounts_api
+from portal.faces import api as faces_api
 from portal.fixity import api as fixity_api
 from portal.recordings import api as recordings_api
 from portal.releases import api as releases_api
@@ -26,6 +27,7 @@ router.register(rf"{STUDY}/consent-documents", studies_api.ConsentDocumentViewSe
 router.register(rf"{STUDY}/consent-events", research_withdrawals.ConsentEventViewSet, basename="api-consent-event")
 router.register(rf"{STUDY}/recordings", recordings_api.RecordingViewSet, basename="api-recording")
 router.register(rf"{STUDY}/episodes", recordings_api.EpisodeViewSet, basename="api-episode")
+router.register(rf"{STUDY}/faces", faces_api.EpisodeFacesViewSet, basename="api-episode-faces")
 router.register(rf"{STUDY}/release-requests", releases_api.ReleaseRequestViewSet, basename="api-release-request")
 router.register(r"access-requests", research_access.MyAccessRequestViewSet, basename="api-my-access-request")
 router.register(rf"{STUDY}/data-use-agreement", research_access.StudyAgreementViewSet, basename="api-agreement")

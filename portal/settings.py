@@ -60,6 +60,7 @@ INSTALLED_APPS = [
     "portal.studies",
     "portal.access",
     "portal.recordings",
+    "portal.faces",
     "portal.releases",
     "portal.research",
     "portal.fixity",
@@ -231,7 +232,7 @@ CERES_HEAVY_QUEUE = f"{CELERY_TASK_DEFAULT_QUEUE}-heavy"
 CELERY_TASK_QUEUES = [Queue(name, Exchange(name), routing_key=name)
                       for name in (CELERY_TASK_DEFAULT_QUEUE, CERES_HEAVY_QUEUE)]
 CELERY_TASK_ROUTES = {name: {"queue": CERES_HEAVY_QUEUE}
-                      for name in ("recordings.export_recording", "recordings.verify_episode",
+                      for name in ("recordings.export_recording", "recordings.verify_episode", "faces.detect_episode",
                                    "releases.inspect_request", "releases.publish_release", "research.build_dataset",
                                    "audit.verify_chain", "fixity.run_slice")}
 # Leased jobs (portal/core/leases.py): how long each kind of job's lease lasts without a heartbeat, after which a
@@ -242,6 +243,7 @@ CERES_RELEASE_LEASE_SECONDS = env_int("CERES_RELEASE_LEASE_SECONDS", 600, minimu
 CERES_DATASET_LEASE_SECONDS = env_int("CERES_DATASET_LEASE_SECONDS", 600, minimum=1)
 CERES_WITHDRAWAL_LEASE_SECONDS = env_int("CERES_WITHDRAWAL_LEASE_SECONDS", 600, minimum=1)
 CERES_FIXITY_LEASE_SECONDS = env_int("CERES_FIXITY_LEASE_SECONDS", 3600, minimum=1)
+CERES_FACES_LEASE_SECONDS = env_int("CERES_FACES_LEASE_SECONDS", 600, minimum=1)
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
 # Signed checkpoints of the audit chain's head (seq, hash, time), written to the releases storage under this prefix
 # every so many minutes; `audit_verify` checks the chain against the newest (docs/architecture.md, "Audit log").

@@ -26,6 +26,7 @@ FLOORS = (
     ("fixity",),
     ("notifications",),
     ("recordings",),
+    ("faces",),
     ("releases",),
     ("research",),
     ("demo",),

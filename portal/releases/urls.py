@@ -1,6 +1,6 @@
 from django.urls import path
 
-from portal.releases import views
+from portal.releases import face_review, views
 
 urlpatterns = [
     path("", views.release_list, name="release-list"),
@@ -19,4 +19,16 @@ urlpatterns = [
          name="release-episode-data"),
     path("<uint:number>/episodes/<uint:episode_index>/video.mp4", views.release_episode_video,
          name="release-episode-video"),
+    path("<uint:number>/episodes/<uint:episode_index>/faces.json", face_review.faces_data,
+         name="release-episode-faces"),
+    path("<uint:number>/episodes/<uint:episode_index>/faces/add-box/", face_review.add_box,
+         name="release-episode-faces-add-box"),
+    path("<uint:number>/episodes/<uint:episode_index>/faces/remove-box/", face_review.remove_box,
+         name="release-episode-faces-remove-box"),
+    path("<uint:number>/episodes/<uint:episode_index>/faces/remove-detection/", face_review.remove_detection,
+         name="release-episode-faces-remove-detection"),
+    path("<uint:number>/episodes/<uint:episode_index>/faces/reviewed/", face_review.mark_reviewed,
+         name="release-episode-faces-reviewed"),
+    path("<uint:number>/episodes/<uint:episode_index>/faces/detect/", face_review.detect_again,
+         name="release-episode-faces-detect"),
 ]

@@ -23,6 +23,7 @@ from portal.core import integers, signing
 from portal.core.errors import refusals
 from portal.core.forms import date_input
 from portal.core.pagination import list_page
+from portal.releases import face_review
 from portal.releases.made_by import made_by_withdrawal
 from portal.releases.models import Approval, EpisodeTag, ReleaseItem, ReleaseRequest
 from portal.releases.services import approval, gate, manifest, publish, release_requests
@@ -310,7 +311,7 @@ REVIEW = Viewer(route="release-episode", template="releases/episode.html", heads
 def release_episode(request: HttpRequest, study, number: int, episode_index: int) -> HttpResponse:
     item = _item(number, episode_index)
     checklist = gate.evaluate(item.request, item=item).episodes[0]
-    return REVIEW.page(request, study, item, checks=checklist.checks)
+    return REVIEW.page(request, study, item, checks=checklist.checks, **face_review.section(request, study, item))
 
 
 @study_view(COORDINATOR, ETHICS)

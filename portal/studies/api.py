@@ -64,7 +64,7 @@ class StudySerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Study
-        fields = ["code", "title", "status", "project_id", "audio_policy", "audio_retain_days",
+        fields = ["code", "title", "status", "project_id", "audio_policy", "audio_retain_days", "face_policy",
                   "approvals_required", "approval_second_factor", "carry_over_approvals", "data_use_agreement_version",
                   "roles"]
 

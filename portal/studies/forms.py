@@ -86,6 +86,11 @@ class AudioPolicyForm(forms.Form):
     retain_days = integers.IntegerField(min_value=1, required=False, help_text="Only for the retain-days policy.")
 
 
+class FacePolicyForm(forms.Form):
+    face_policy = forms.ChoiceField(choices=Study.FacePolicy.choices, label="Face policy",
+                                    help_text="Applies to release requests made after the change.")
+
+
 class ApprovalsForm(forms.Form):
     approvals_required = forms.IntegerField(min_value=1, max_value=20, label="Approvals a release needs",
                                             help_text="Distinct ethics officers, never the requester. Fewer than "

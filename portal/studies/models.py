@@ -30,12 +30,22 @@ class Study(models.Model):
         RETAIN_DAYS = "retain-days", "Keep raw audio for N days after recording"
         RETAIN = "retain", "Keep raw audio"
 
+    class FacePolicy(models.TextChoices):
+        OFF = "off", "Off: faces are not looked for"
+        DETECT = "detect", "Detect: faces shown to ethics officers, video released unchanged"
+        REDACT = "redact", "Redact: every detected face is made unrecognisable in released video"
+
     code = models.SlugField(max_length=40, unique=True, help_text="Short slug used in URLs and file names.")
     title = models.CharField(max_length=200)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.DRAFT)
     project_id = models.CharField("project identifier", max_length=128, blank=True)
     audio_policy = models.CharField(max_length=16, choices=AudioPolicy.choices, default=AudioPolicy.DISCARD)
     audio_retain_days = models.PositiveIntegerField(null=True, blank=True, validators=[MinValueValidator(1)])
+    # Bystanders' faces in the video (``portal.faces``): an ethics officer's decision (``services/face_policy.py``);
+    # a release request keeps the policy in force when it was submitted.
+    # db_default too: a row an older migration's model writes still gets the policy new studies get
+    face_policy = models.CharField(max_length=8, choices=FacePolicy.choices, default=FacePolicy.REDACT,
+                                   db_default=FacePolicy.REDACT)
     approvals_required = models.PositiveSmallIntegerField(default=2, validators=[MinValueValidator(1)])
     # A change below two approvals waits here until a second ethics officer confirms it
     # (``services/approval_policy.py``).

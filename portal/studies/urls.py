@@ -8,6 +8,7 @@ urlpatterns = [
     path("settings/status/", views.set_status, name="study-set-status"),
     path("settings/audio-policy/", views.set_audio_policy, name="study-set-audio-policy"),
     path("settings/approvals/", views.set_approvals, name="study-set-approvals"),
+    path("settings/face-policy/", views.set_face_policy, name="study-set-face-policy"),
     path("settings/approvals/confirm/", views.confirm_approvals, name="study-confirm-approvals"),
     path("settings/approval-second-factor/", views.set_approval_second_factor,
          name="study-set-approval-second-factor"),

@@ -31,6 +31,7 @@ from portal.studies.forms import (
     ConsentForm,
     DataUseAgreementForm,
     DemonstratorForm,
+    FacePolicyForm,
     HeadsetForm,
     HeadsetImportForm,
     RetireHeadsetForm,
@@ -38,7 +39,7 @@ from portal.studies.forms import (
     WithdrawalForm,
 )
 from portal.studies.models import ConsentDocument, ConsentEvent, Demonstrator, Headset
-from portal.studies.services import approval_policy
+from portal.studies.services import approval_policy, face_policy
 from portal.studies.services import consent as consent_service
 from portal.studies.services import demonstrators as demonstrator_service
 from portal.studies.services import headsets as headset_service
@@ -82,6 +83,7 @@ def _settings_page(request, study, **forms_by_name) -> HttpResponse:
         "policy_form": AudioPolicyForm(initial={"audio_policy": study.audio_policy,
                                                 "retain_days": study.audio_retain_days}),
         "roles": request.study_roles,
+        "face_policy_form": FacePolicyForm(initial={"face_policy": study.face_policy}),
         "approvals_form": ApprovalsForm(initial={"approvals_required": study.approvals_required}),
         "confirm_approvals_form": ConfirmApprovalsForm(
             initial={"approvals_required": study.pending_approvals_required}),
@@ -137,6 +139,18 @@ def set_approvals(request: HttpRequest, study) -> HttpResponse:
             messages.success(request, f"A release now needs {study.approvals_required} approval(s).")
         return redirect("study-settings", study.code)
     return _settings_page(request, study, approvals_form=form)
+
+
+@require_POST
+@study_view(ETHICS)
+def set_face_policy(request: HttpRequest, study) -> HttpResponse:
+    form = FacePolicyForm(request.POST)
+    if form.is_valid() and _attempt(form, "face_policy", face_policy.set_face_policy, request.user, study,
+                                    form.cleaned_data["face_policy"]):
+        messages.success(request, f"Face policy is now {study.face_policy}; release requests made from now on "
+                                  f"follow it.")
+        return redirect("study-settings", study.code)
+    return _settings_page(request, study, face_policy_form=form)
 
 
 @require_POST

@@ -16,6 +16,7 @@ from exporter.generate import generate_capture
 from exporter.release import verify_release
 from portal.core import storage
 from portal.core.signing import public_key
+from portal.faces.models import FaceDetection
 from portal.recordings.demo import demo_registry
 from portal.recordings.models import Episode
 from portal.recordings.services.ingest import ingest_path
@@ -36,6 +37,11 @@ def wait_for(predicate, timeout: float, what: str):
 def verified_count(study) -> int:
     with scope(study=study):
         return Episode.objects.filter(receipt_status=Episode.Receipt.VERIFIED).count()
+
+
+def faces_detected(study) -> int:
+    with scope(study=study):
+        return FaceDetection.objects.filter(state=FaceDetection.State.DONE).count()
 
 
 def sign_out(page) -> None:
@@ -74,6 +80,27 @@ def test_request_review_approve_twice_and_release(demo, pipeline_worker, page, l
     shot(page, "release-new")
     page.click("#request-form button[type=submit]")
     page.wait_for_url("**/studies/demo/releases/1/")
+    # The demo study redacts faces: the worker detects them, and the gate waits for an ethics officer's review.
+    wait_for(lambda: faces_detected(demo) == 3, 300, "faces detected in the three episodes")
+    sign_out(page)
+    login(page, "ethics1", "ceres-demo-ethics1")
+    for index in range(3):
+        page.goto(f"/studies/demo/releases/1/episodes/{index}/")
+        page.wait_for_selector("#faces-state")
+        assert page.locator("#faces-review .attention").count() == 1  # not reviewed yet
+        page.fill("#id_keyframes", "0 10 10 40 40\n20 20 20 50 50")
+        page.click("#faces-add-box button[type=submit]")
+        page.locator(".messages", has_text="Box added over frames 0 to 20.").wait_for()
+        if index == 0:
+            until(page, "() => !!document.getElementById('faces-overlay')")
+            page.set_viewport_size({"width": 1280, "height": 1000})
+            page.locator("#faces").scroll_into_view_if_needed()
+            shot(page, "release-faces-review")
+        page.click("#faces-mark-reviewed button")
+        page.locator("#faces-review", has_text="Reviewed by ethics1").wait_for()
+    sign_out(page)
+    login(page, "coordinator", "ceres-demo-coordinator")
+    page.goto("/studies/demo/releases/1/")
     page.locator("#gate h2 .status", has_text="every check passes").wait_for(timeout=120_000)
     assert page.locator("#gate tbody tr").count() == 3
     page.click("#submit-form button")
@@ -85,7 +112,7 @@ def test_request_review_approve_twice_and_release(demo, pipeline_worker, page, l
     login(page, "ethics1", "ceres-demo-ethics1")
     page.click("a:has-text('Release requests awaiting your approval')")
     page.click("#requests a:has-text('release-0001')")
-    assert page.locator("#gate td.check-pass").count() == 18
+    assert page.locator("#gate td.check-pass").count() == 21  # seven checks each, the faces' among them
     shot(page, "release-request-ethics1")
     page.click("#gate tbody tr >> nth=0 >> a")
     page.wait_for_selector("#viewer[data-ready='1']")

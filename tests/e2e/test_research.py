@@ -24,6 +24,7 @@ from portal.releases.services.approval import approve
 from portal.research.models import Dataset
 from portal.studies.services.consent import give_consent
 from portal.studies.services.demonstrators import create_demonstrator
+from portal.studies.services.face_policy import set_face_policy
 from tests.e2e.test_releases import sign_out, until, verified_count, wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
@@ -34,6 +35,10 @@ def released_in_the_background(demo, registry, pipeline_worker, tmp_path, blocks
     ``blocks``: each capture's study block (the demo demonstrator's by default)."""
     recorded_at = datetime.now(UTC).replace(microsecond=0) - timedelta(days=1)
     blocks = blocks or [registry.study_block()] * 3
+    from django.contrib.auth import get_user_model
+
+    # Faces are not the point here (test_releases reviews them): an ethics officer turns the policy off first.
+    set_face_policy(get_user_model().objects.get(username="ethics1"), demo, "off")
     with scope(study=demo):
         for seed, block in enumerate(blocks, start=1):
             source = generate_capture(tmp_path / f"capture-{seed}", seconds=3.0, rate_hz=15, seed=seed, width=160,
@@ -41,8 +46,6 @@ def released_in_the_background(demo, registry, pipeline_worker, tmp_path, blocks
                                       study=block, recorded_at=recorded_at)
             ingest_path(registry.coordinator, demo, source)
     wait_for(lambda: verified_count(demo) == 3, 180, "three verified episodes")
-    from django.contrib.auth import get_user_model
-
     users = get_user_model().objects
     with scope(study=demo):
         request = release_requests.create_request(registry.coordinator, demo, episodes=list(

@@ -2,14 +2,15 @@
 
 The walk takes every pattern, whatever its arguments or its name (a study URL whose argument is ``code``,
 a pattern without a name, the admin's), so a URL added anywhere cannot slip past: it fails here until
-someone decides who may use it. The matrices: the registry's, the recordings', the accounts' study pages,
-the researcher access pages, the audit log's, the alerts and fixity pages, the site's own pages and API, and the
-admin (every admin URL, walked).
+someone decides who may use it. The matrices: the registry's, the recordings', the faces API's, the accounts'
+study pages, the researcher access pages, the audit log's, the alerts and fixity pages, the site's own pages and
+API, and the admin (every admin URL, walked).
 ``EXEMPT`` would hold a URL that no matrix can ask, with the reason; it is checked to be exact.
 """
 
 from tests.portal.accounts.test_permission_matrix_accounts import EXPECTED as ACCOUNTS
 from tests.portal.audit.test_permission_matrix_audit import EXPECTED as AUDIT
+from tests.portal.faces.test_permission_matrix_faces import EXPECTED as FACES
 from tests.portal.fixity.test_permission_matrix_fixity import EXPECTED as FIXITY
 from tests.portal.recordings.test_permission_matrix_recordings import EXPECTED as RECORDINGS
 from tests.portal.releases.test_permission_matrix_releases import EXPECTED as RELEASES
@@ -24,7 +25,8 @@ EXEMPT: dict[str, str] = {}
 
 def test_every_url_is_in_exactly_one_permission_matrix():
     matrices = {"registry": set(REGISTRY), "recordings": set(RECORDINGS), "accounts": set(ACCOUNTS),
-                "releases": set(RELEASES), "research": set(RESEARCH), "audit": set(AUDIT), "fixity": set(FIXITY),
+                "releases": set(RELEASES), "faces": set(FACES),
+                "research": set(RESEARCH), "audit": set(AUDIT), "fixity": set(FIXITY),
                 "site": set(SITE), "admin": set(ADMIN), "exempt": set(EXEMPT)}
     keys = {route.key for route in all_routes()}
     missing = sorted(key for key in keys if not any(key in covered for covered in matrices.values()))

@@ -26,11 +26,14 @@ from exporter.source import MANIFEST
 from exporter.video import has_audio_stream
 from portal.audit.services import record
 from portal.core import storage
+from portal.faces.models import FaceDetection
+from portal.faces.services import detection as faces_detection
+from portal.faces.services import review as faces_review
 from portal.recordings.models import Episode, Recording
 from portal.recordings.services.audio import overdue_purge_rule
 from portal.releases.exceptions import GateFailed
 from portal.releases.models import ReleaseItem, ReleaseRequest
-from portal.studies.models import ConsentEvent, Demonstrator
+from portal.studies.models import ConsentEvent, Demonstrator, Study
 from portal.studies.services.consent import consent_coverage
 from portal.studies.services.headsets import not_the_studys_on
 
@@ -43,6 +46,7 @@ LABELS = {
     "audio": "Audio policy honoured",
     "receipt": "Receipt verified recently",
     "leaks": "No raw device identifier or user-agent string",
+    "faces": "Bystanders' faces detected and reviewed",
 }
 
 
@@ -117,6 +121,7 @@ def evaluate(release: ReleaseRequest, *, now: datetime | None = None, item: Rele
             _audio(item, recording, now),
             _receipt(item, item.episode, now),
             _leaks(item),
+            *_faces(release, item.episode),
         ]))
     return gate
 
@@ -220,6 +225,31 @@ def _leaks(item: ReleaseItem) -> Check:
     if item.leaks:
         return Check("leaks", FAIL, "; ".join(item.leaks))
     return Check("leaks", PASS, f"none in the {len(item.files)} stored files")
+
+
+def _faces(release: ReleaseRequest, episode: Episode) -> list[Check]:
+    """Under the request's face policy (the study's when it was requested): ``redact`` needs the current
+    detector's detections and an ethics officer's review of them; ``detect`` needs the detections; ``off`` (or a
+    request made before faces were looked for) has no line."""
+    policy = release.face_policy
+    if policy not in (Study.FacePolicy.DETECT, Study.FacePolicy.REDACT):
+        return []
+    detector_id = faces_detection.current_detector_id()
+    detection = faces_review.current_detection(episode, detector_id)
+    if detection is None or detection.state != FaceDetection.State.DONE:
+        state = "not run" if detection is None else detection.get_state_display().lower()
+        if detection is not None and detection.reason:
+            state += f": {detection.reason}"
+        older = episode.face_detections.exclude(detector_id=detector_id).filter(state=FaceDetection.State.DONE).first()
+        hint = f" (detections of the older {older.detector_id} do not count)" if older else ""
+        return [Check("faces", FAIL, f"face detection by {detector_id} {state}{hint}")]
+    found = f"{detection.box_count} box(es) in {detection.frames_with_faces} frame(s) by {detector_id}"
+    if policy == Study.FacePolicy.DETECT:
+        return [Check("faces", PASS, f"policy detect: {found}")]
+    review = faces_review.reviewed(episode, detector_id)
+    if review is None:
+        return [Check("faces", FAIL, f"{found}; not reviewed by an ethics officer since the last change")]
+    return [Check("faces", PASS, f"{found}; reviewed by {review.reviewed_by} on {review.reviewed_at:%Y-%m-%d %H:%M}")]
 
 
 # --- reading the stored shard ----------------------------------------------------------------------

@@ -107,6 +107,7 @@ def create_request(actor, study: Study, *, episodes: Iterable[Episode], purpose:
         number = (ReleaseRequest.objects.aggregate(last=Max("number"))["last"] or 0) + 1
         release = ReleaseRequest(study=study, number=number, purpose=purpose, requested_by=actor,
                                  study_code=study.code, requested_by_name=actor.get_username(),
+                                 face_policy=Study.objects.only("face_policy").get(pk=study.pk).face_policy,
                                  episode_count=len(found))
         release.manifest_sha256 = ""
         release.save()
@@ -118,7 +119,8 @@ def create_request(actor, study: Study, *, episodes: Iterable[Episode], purpose:
         release.manifest_sha256 = manifest.section_digest(release, items)
         release.save(update_fields=["manifest_sha256"])
         record(actor, "release.requested", release, after={
-            **snapshot(release), "purpose": purpose, "episodes": [item.folder for item in items],
+            **snapshot(release), "purpose": purpose, "face_policy": release.face_policy,
+            "episodes": [item.folder for item in items],
             "receipts": {item.folder: item.receipt_sha256 for item in items}})
         queue.enqueue("releases.inspect_request", release.pk)
     return release

@@ -52,6 +52,7 @@ def supersede(release: ReleaseRequest, withdrawn: set[int], *, reason: str,
         successor = ReleaseRequest.objects.create(
             study=study, number=number, purpose=release.purpose, requested_by=release.requested_by,
             study_code=release.study_code, requested_by_name=release.requested_by_name,
+            face_policy=release.face_policy,
             approvals_required=release.approvals_required or study.approvals_required, supersedes=release,
             episode_count=len(kept), state=State.AWAITING_APPROVAL, submitted_at=now,
             manifest_sha256="", superseding=named)

@@ -23,6 +23,7 @@ def _snapshot(study: Study) -> dict:
         "audio_policy": study.audio_policy,
         "audio_retain_days": study.audio_retain_days,
         "approvals_required": study.approvals_required,
+        "face_policy": study.face_policy,
         "approval_second_factor": study.approval_second_factor,
         "carry_over_approvals": study.carry_over_approvals,
     }
@@ -31,9 +32,10 @@ def _snapshot(study: Study) -> dict:
 @transaction.atomic
 def create_study(actor, *, code: str, title: str, project_id: str = "", status: str = Study.Status.DRAFT,
                  audio_policy: str = Study.AudioPolicy.DISCARD, audio_retain_days: int | None = None,
-                 approvals_required: int = 2) -> Study:
+                 approvals_required: int = 2, face_policy: str = Study.FacePolicy.REDACT) -> Study:
     study = Study(code=code, title=title, project_id=project_id, status=status, audio_policy=audio_policy,
-                  audio_retain_days=audio_retain_days, approvals_required=approvals_required)
+                  audio_retain_days=audio_retain_days, approvals_required=approvals_required,
+                  face_policy=face_policy)
     taken = StudyError(f"a study with the code {code!r} already exists")
     if Study.objects.filter(code=code).exists():
         raise taken

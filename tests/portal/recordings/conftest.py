@@ -79,6 +79,8 @@ def make_registry(make_study, make_user, unique_code):
 
     def make(*, scopes=("episode_release", "raw_audio_retention"), code: str | None = None, **study_fields):
         code = code or unique_code
+        # Faces are not the point of the pipeline's tests: their studies say so (tests/portal/faces/ test them).
+        study_fields.setdefault("face_policy", "off")
         study = make_study(code, project_id="PRJ-1", **study_fields)
         coordinator = make_user(f"{code}-coord", study, ["coordinator"])
         ethics = make_user(f"{code}-ethics", study, ["ethics_officer"])

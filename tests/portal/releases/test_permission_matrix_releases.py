@@ -30,6 +30,13 @@ EXPECTED: dict[str, list[tuple[str, tuple[str, ...], int]]] = {
     "release-episode": [("GET", (C, E), 200)],
     "release-episode-data": [("GET", (C, E), 200)],
     "release-episode-video": [("GET", (C, E), 200)],
+    # The faces section (the study's policy is off here: each POST is refused by its form or service, a message).
+    "release-episode-faces": [("GET", (C, E), 200)],
+    "release-episode-faces-add-box": [("POST", (E,), 302)],
+    "release-episode-faces-remove-box": [("POST", (E,), 302)],
+    "release-episode-faces-remove-detection": [("POST", (E,), 302)],
+    "release-episode-faces-reviewed": [("POST", (E,), 302)],
+    "release-episode-faces-detect": [("POST", (C, E), 302)],
     "api-release-request-list": [("GET", (C, E), 200), ("POST", (C,), 400)],
     "api-release-request-detail": [("GET", (C, E), 200)],
     "api-release-request-submit": [("POST", (C,), 400)],

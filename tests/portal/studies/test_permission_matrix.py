@@ -40,6 +40,7 @@ EXPECTED: dict[str, Expect] = {
     "study-set-status": _e("POST", (C,), 400),
     "study-set-audio-policy": _e("POST", (C,), 400),
     "study-set-approvals": _e("POST", (E,), 400),
+    "study-set-face-policy": _e("POST", (E,), 400),
     "study-confirm-approvals": _e("POST", (E,), 400),
     "study-set-approval-second-factor": _e("POST", (C,), 302),
     "study-set-carry-over-approvals": _e("POST", (C,), 302),

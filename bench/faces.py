@@ -1,0 +1,147 @@
+"""Face detector benchmark: recall by face size, false boxes in face-free video, detector speed (prints figures).
+
+    .venv/bin/python bench/faces.py [--clips 24] [--free 8] [--length 16] [--widths 480 640]
+                                    [--strides 1 2 3 4 6] [--threshold 0.2] [--fps-frames 90]
+
+The test set is generated in memory (exporter/faces/testset.py): faces from photographs bundled with
+scikit-image pasted into 1280x720 egocentric frames at sizes 24-300 px, turned, blurred, brightened or
+darkened, moving and partly covered by a hand; face-free clips of the same kind for false alarms.
+
+For each network input width the detector runs once on every frame; each stride k is then played back as
+exporter.faces.detector.detect_video plays it (detector.replay_stride: the network on frames 0, k, 2k, ...
+and the last; boxes carried between them by detector.fill_between). A face counts as found in a frame when a
+detected box, grown by a quarter of its size each side as the redaction grows it, covers 90 % of the face's box.
+
+Prints, per width and stride: recall by size band (24-40, 40-80, 80-160, 160-300 px), recall of faces
+40 px or taller, false boxes per minute of face-free video (boxes on frames, and runs of consecutive frames
+counted once), and the network's frames per second; then detect_video's frames per second (decode, scaling,
+network, carrying) on an encoded 720p clip written to a temporary folder that is removed afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+import av
+
+from exporter.faces import detector
+from exporter.faces import testset as ts
+
+FPS = 30
+
+
+def per_frame(clip: ts.Clip, width: int | None, threshold: float) -> tuple[list, float]:
+    """The network on every frame of a clip: [(boxes, scores)] and the seconds spent in detection."""
+    out, spent = [], 0.0
+    for frame in clip.frames():
+        start = time.perf_counter()
+        out.append(detector.detect_image(frame, threshold=threshold, input_width=width))
+        spent += time.perf_counter() - start
+    return out, spent
+
+
+def false_runs(frames: list) -> tuple[int, int]:
+    """Boxes over all frames, and runs of consecutive frames with a box (a lingering false box counts once)."""
+    boxes = sum(len(b) for b, _ in frames)
+    runs, previous = 0, False
+    for b, _ in frames:
+        present = len(b) > 0
+        runs += present and not previous
+        previous = present
+    return boxes, runs
+
+
+def encode(path: Path, clip: ts.Clip) -> None:
+    with av.open(str(path), "w") as out:
+        stream = out.add_stream("libx264", rate=FPS, options={"preset": "veryfast", "crf": "20"})
+        stream.width, stream.height, stream.pix_fmt = clip.width, clip.height, "yuv420p"
+        for image in clip.frames():
+            out.mux(stream.encode(av.VideoFrame.from_ndarray(image, format="rgb24")))
+        out.mux(stream.encode())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--clips", type=int, default=24, help="clips with a face (spread over the size bands)")
+    parser.add_argument("--free", type=int, default=8, help="face-free clips")
+    parser.add_argument("--length", type=int, default=16, help="frames per clip")
+    parser.add_argument("--widths", type=int, nargs="+", default=[480, 640], help="network input widths")
+    parser.add_argument("--strides", type=int, nargs="+", default=[1, 2, 3, 4, 6])
+    parser.add_argument("--threshold", type=float, default=detector.DEFAULT_THRESHOLD)
+    parser.add_argument("--fps-frames", type=int, default=90, help="frames of the encoded 720p clip timed")
+    parser.add_argument("--seed", type=int, default=2400)
+    args = parser.parse_args()
+
+    bands = ts.SIZE_BANDS
+    face_clips = [
+        ts.make_clip(args.seed + i, length=args.length, band=bands[i % len(bands)]) for i in range(args.clips)
+    ]
+    free_clips = [ts.make_clip(args.seed + 10_000 + i, length=args.length) for i in range(args.free)]
+    width, height = face_clips[0].width, face_clips[0].height
+    print(f"detector {detector.detector_id()} threshold {args.threshold} on {width}x{height}")
+    print(f"{len(face_clips)} face clips, {len(free_clips)} face-free, {args.length} frames each")
+    print(f"load {os.getloadavg()}")
+    bands_head = " | ".join(f"{lo}-{hi}px" for lo, hi in bands)
+    header = f"width stride | {bands_head} | >=40px | false/min (runs/min) | net fps"
+    print(header)
+    for net_width in args.widths:
+        face_results, free_results, spent, frames_run = [], [], 0.0, 0
+        for clip in face_clips:
+            results, seconds = per_frame(clip, net_width, args.threshold)
+            face_results.append(results)
+            spent, frames_run = spent + seconds, frames_run + len(results)
+        for clip in free_clips:
+            results, seconds = per_frame(clip, net_width, args.threshold)
+            free_results.append(results)
+            spent, frames_run = spent + seconds, frames_run + len(results)
+        net_fps = frames_run / spent
+        for stride in args.strides:
+            found = {band: [0, 0] for band in bands}
+            for clip, results in zip(face_clips, face_results, strict=True):
+                band = ts.band_of(clip.size)
+                played = detector.replay_stride(results, stride, width, height)
+                for truth, (boxes, _s) in zip(clip.truth, played, strict=True):
+                    if truth is None:
+                        continue
+                    found[band][1] += 1
+                    found[band][0] += any(ts.covers(tuple(b), truth) for b in boxes.tolist())
+            false_boxes = false_count = 0
+            for results in free_results:
+                boxes, runs = false_runs(detector.replay_stride(results, stride, width, height))
+                false_boxes, false_count = false_boxes + boxes, false_count + runs
+            minutes = len(free_clips) * args.length / FPS / 60
+            big = [found[b] for b in bands if b[0] >= 40]
+            big_recall = sum(f for f, _ in big) / max(1, sum(t for _, t in big))
+            cells = " | ".join(f"{f / t:6.1%} ({f}/{t})" if t else "   n/a" for f, t in found.values())
+            print(
+                f"{net_width:5d} {stride:6d} | {cells} | {big_recall:6.1%} | "
+                f"{false_boxes / minutes:7.1f} ({false_count / minutes:.1f}) | {net_fps * stride:6.1f}"
+            )
+    if args.fps_frames:
+        clip = ts.make_clip(args.seed + 20_000, length=args.fps_frames, band=(40, 160))
+        with tempfile.TemporaryDirectory(prefix="ceres-faces-bench-") as tmp:
+            path = Path(tmp) / "clip.mp4"
+            encode(path, clip)
+            for net_width in args.widths:
+                for stride in args.strides:
+                    start = time.perf_counter()
+                    result = detector.detect_video(path, threshold=args.threshold, stride=stride, input_width=net_width)
+                    seconds = time.perf_counter() - start
+                    print(
+                        f"detect_video width {net_width} stride {stride}: {result.frame_count} frames of "
+                        f"{clip.width}x{clip.height} in {seconds:.2f} s = {result.frame_count / seconds:.1f} fps "
+                        f"({result.frame_count / seconds / FPS:.2f}x real time at {FPS} fps)"
+                    )
+    print(f"load after: {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+    main()

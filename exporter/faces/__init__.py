@@ -1,0 +1,1 @@
+"""Bystander faces: the face detector and the detections file kept beside a shard (docs/privacy.md)."""

