@@ -68,8 +68,9 @@ class ReleaseRequest(StateMachineModel):
         null=True, blank=True, help_text="Distinct ethics officers' approvals it needs: the study's number when it "
                                          "was submitted.")
     face_policy = models.CharField(
-        max_length=8, blank=True, db_default="", help_text="The study's face policy when the request was made (blank: made before "
-                                            "faces were looked for, no face check).")
+        max_length=8, blank=True, db_default="",
+        help_text="The study's face policy when the request was made (blank: made before faces were looked for, no "
+                  "face check).")
     created_at = models.DateTimeField(auto_now_add=True)
     submitted_at = models.DateTimeField(null=True, blank=True)
     manifest_sha256 = models.CharField(max_length=64, help_text="SHA-256 of the manifest officers are shown.")
