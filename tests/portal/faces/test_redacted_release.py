@@ -29,7 +29,9 @@ from portal.fixity.services import runs
 from portal.releases.models import ReleaseRequest
 from portal.releases.services import publish, redacted
 from portal.releases.services.approval import approve
+from tests.portal.research import conftest as research
 
+agreement, make_researcher = research.agreement, research.make_researcher  # the research fixtures, shared
 pytestmark = pytest.mark.django_db
 State = ReleaseRequest.State
 AT, SIZE = (120, 90), 80  # where the pasted face's patch goes in the luma plane (x, y), and the face's height
@@ -228,3 +230,75 @@ def test_fixity_passes_on_a_redact_release_and_fails_when_a_derived_object_is_al
     releases.delete(name)
     storage.put(releases, name, BytesIO(b"{}"))
     assert problems(runs.run_fixity("test", full=True, studies=[reg.study])) == [name]
+
+
+def test_the_shards_storage_accounts_for_the_derived_shards(reg, boxed):
+    with scopes_disabled():
+        run = runs.run_fixity("test", full=True)
+        assert not run.problems.filter(object_name__startswith=redacted.PREFIX).exists()
+    shards = storage.shards()
+    with scope(study=reg.study):
+        prefix = redacted.derived_prefix(boxed, boxed.items.get())
+    storage.put(shards, prefix + "planted.bin", BytesIO(b"x"))
+    with scopes_disabled():
+        run = runs.run_fixity("test", full=True)
+        assert run.problems.filter(object_name=prefix + "planted.bin").exists()
+
+
+def test_a_forged_redacted_entry_is_refused_by_the_reader(boxed, tmp_path):
+    from exporter.release import json_bytes, sign
+
+    folder = _download(boxed.prefix, tmp_path / "release")
+    manifest = json.loads((folder / MANIFEST).read_bytes())
+    manifest["redacted_episodes"][0]["original_receipt_sha256"] = "0" * 64
+    data = json_bytes(manifest)
+    (folder / MANIFEST).write_bytes(data)
+    (folder / "release-manifest.json.sig").write_bytes(sign(signing_key(), data))
+    with pytest.raises(Exception, match="original_receipt_sha256 is not the approved receipt"):
+        verify_release(folder, signing_key().public_key())
+
+
+def test_a_withdrawal_of_a_redacted_episode_removes_its_derived_objects(reg, boxed, django_capture_on_commit_callbacks,
+                                                                       sent_tasks):
+    with scope(study=reg.study):
+        item = boxed.items.get()
+    derived = redacted.derived_prefix(boxed, item)
+    released = f"{boxed.prefix}{item.folder}/"
+    assert storage.walk(storage.shards(), derived) and storage.walk(storages["releases"], released)
+    assert research.run(research.withdraw(reg, django_capture_on_commit_callbacks, sent_tasks)).state == "done"
+    assert storage.walk(storage.shards(), derived) == []
+    assert storage.walk(storages["releases"], released) == []
+
+
+def test_a_dataset_from_a_redact_release_assembles_with_the_redacted_video(reg, team, verified, make_request, policy,
+                                                                           detector_id, store_detections,
+                                                                           make_researcher, tmp_path):
+    from portal.research.models import Dataset
+    from portal.research.services import catalogue, datasets
+
+    policy("redact")
+    episodes = verified(2)
+    for episode in episodes:
+        store_detections(episode, {frame: [(4, 4, 14, 14)] for frame in range(episode.length)})
+        with scope(study=reg.study):
+            review.mark_reviewed(reg.ethics, episode)
+    released = _publish(make_request(episodes), team)
+    assert released.state == State.RELEASED, released.reason
+    researcher = make_researcher("researcher")
+    with scope(study=reg.study):
+        items = list(catalogue.released_items().filter(request=released).select_related("request"))
+        dataset, _ = datasets.request_dataset(researcher, reg.study, items)
+        datasets.build_dataset(dataset.pk)
+        dataset = Dataset.objects.get(pk=dataset.pk)
+        published = redacted.released_files(released)
+    assert dataset.state == "ready", dataset.reason
+    folder = _download(dataset.prefix, tmp_path / "dataset")
+    manifest = verify_release(folder, signing_key().public_key())
+    assert [e["source_receipt_sha256"] for e in manifest["dataset"]["episodes"]] == [
+        published[item.episode_index][0] for item in sorted(items, key=lambda i: i.episode_index)]
+    assert len(list(folder.rglob("redaction.json"))) == 2  # the assembler keeps each episode's record
+    for video in folder.rglob("*.mp4"):
+        frames = _luma(video)
+        height, width = frames[0].shape
+        x0, y0, x1, y1 = fill_rect((4, 4, 14, 14), width, height)
+        assert all(np.abs(frame[y0:y1, x0:x1].astype(int) - FILL_YUV[0]).mean() <= 2 for frame in frames)

@@ -300,9 +300,9 @@ def _check_fields(manifest: dict[str, Any], schema: str) -> None:
             if type(index) is not int or index < 0 or not isinstance(episode.get("receipt_sha256"), str) \
                     or not isinstance(episode.get("files"), list):
                 raise ValueError(f"episode {index!r} needs a whole episode_index, a receipt_sha256 and files")
+        _check_redacted(manifest, episodes)
     elif not isinstance(section.get("files"), list) or not isinstance(section.get("dataset_receipt_sha256"), str):
         raise ValueError("the dataset needs files and a dataset_receipt_sha256")
-        _check_redacted(manifest, episodes)
     cards = manifest.get("card_files", [])
     if not isinstance(cards, list) or not all(isinstance(item, dict) for item in cards):
         raise ValueError("card_files is not a list of objects")
