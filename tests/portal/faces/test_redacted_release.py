@@ -30,6 +30,7 @@ from portal.releases.models import ReleaseRequest
 from portal.releases.services import publish, redacted
 from portal.releases.services.approval import approve
 from tests.portal.research import conftest as research
+from tests.portal.research.lerobot_kept import keep_for_lerobot
 
 agreement, make_researcher = research.agreement, research.make_researcher  # the research fixtures, shared
 pytestmark = pytest.mark.django_db
@@ -272,7 +273,7 @@ def test_a_withdrawal_of_a_redacted_episode_removes_its_derived_objects(reg, box
 
 def test_a_dataset_from_a_redact_release_assembles_with_the_redacted_video(reg, team, verified, make_request, policy,
                                                                            detector_id, store_detections,
-                                                                           make_researcher, tmp_path):
+                                                                           make_researcher, tmp_path, test_output):
     from portal.research.models import Dataset
     from portal.research.services import catalogue, datasets
 
@@ -302,3 +303,7 @@ def test_a_dataset_from_a_redact_release_assembles_with_the_redacted_video(reg, 
         height, width = frames[0].shape
         x0, y0, x1, y1 = fill_rect((4, 4, 14, 14), width, height)
         assert all(np.abs(frame[y0:y1, x0:x1].astype(int) - FILL_YUV[0]).mean() <= 2 for frame in frames)
+    # Kept for LeRobot's own reader (tests/compat/lerobot_check.sh --also): its pixels are compared with the
+    # released (redacted) shards' videos.
+    shards = _download(released.prefix, tmp_path / "release")
+    keep_for_lerobot(test_output, "portal-dataset-redacted", folder, items, shards)
