@@ -307,3 +307,22 @@ def test_a_dataset_from_a_redact_release_assembles_with_the_redacted_video(reg, 
     # released (redacted) shards' videos.
     shards = _download(released.prefix, tmp_path / "release")
     keep_for_lerobot(test_output, "portal-dataset-redacted", folder, items, shards)
+
+
+def test_a_rerun_reuses_a_whole_derived_shard_and_remakes_one_left_half_stored(reg, boxed):
+    shards = storage.shards()
+    with scope(study=reg.study):
+        item = boxed.items.get()
+        prefix = redacted.derived_prefix(boxed, item)
+        first = redacted.derive(boxed, item)
+        video = next(f["path"] for f in first["files"] if f["path"].endswith(".mp4"))
+        # A job killed before it stored the receipt: the derived shard is made again, byte for byte.
+        shards.delete(prefix + RECEIPT)
+        shards.delete(prefix + video)
+        assert redacted.derive(boxed, item) == first
+        # An altered derived file is not reused either.
+        shards.delete(prefix + video)
+        storage.put(shards, prefix + video, BytesIO(b"not a video"))
+        assert redacted.derive(boxed, item) == first
+        assert storage.digest(shards, prefix + video)[0] == next(f["sha256"] for f in first["files"]
+                                                                  if f["path"] == video)
