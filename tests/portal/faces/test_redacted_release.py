@@ -246,16 +246,39 @@ def test_the_shards_storage_accounts_for_the_derived_shards(reg, boxed):
         assert run.problems.filter(object_name=prefix + "planted.bin").exists()
 
 
-def test_a_forged_redacted_entry_is_refused_by_the_reader(boxed, tmp_path):
+def _forge_original(entries):
+    entries[0]["original_receipt_sha256"] = "0" * 64
+
+
+def _forge_twice(entries):
+    entries.append(dict(entries[0]))
+
+
+def _forge_folder(entries):
+    entries[0]["files"][0]["path"] = "episode-000009/" + entries[0]["files"][0]["path"].split("/", 1)[1]
+
+
+def _forge_episode(entries):
+    entries[0]["episode_index"] = 9
+
+
+@pytest.mark.parametrize(("forge", "problem"), [
+    (_forge_original, "original_receipt_sha256 is not the approved receipt"),
+    (_forge_twice, "not an episode of the release named once"),
+    (_forge_episode, "not an episode of the release named once"),
+    (_forge_folder, "is not in its folder episode-000000/"),
+], ids=["original-receipt", "twice", "other-episode", "other-folder"])
+def test_a_forged_redacted_entry_is_refused_by_the_reader(boxed, tmp_path, forge, problem):
+    """Signed by the key, and still refused: a reader does not trust the manifest's shape."""
     from exporter.release import json_bytes, sign
 
     folder = _download(boxed.prefix, tmp_path / "release")
     manifest = json.loads((folder / MANIFEST).read_bytes())
-    manifest["redacted_episodes"][0]["original_receipt_sha256"] = "0" * 64
+    forge(manifest["redacted_episodes"])
     data = json_bytes(manifest)
     (folder / MANIFEST).write_bytes(data)
     (folder / "release-manifest.json.sig").write_bytes(sign(signing_key(), data))
-    with pytest.raises(Exception, match="original_receipt_sha256 is not the approved receipt"):
+    with pytest.raises(Exception, match=problem):
         verify_release(folder, signing_key().public_key())
 
 
