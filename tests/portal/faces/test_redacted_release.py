@@ -349,3 +349,19 @@ def test_a_rerun_reuses_a_whole_derived_shard_and_remakes_one_left_half_stored(r
         assert redacted.derive(boxed, item) == first
         assert storage.digest(shards, prefix + video)[0] == next(f["sha256"] for f in first["files"]
                                                                   if f["path"] == video)
+
+
+def test_fixity_accounts_for_the_stored_detections(reg, boxed):
+    with scope(study=reg.study):
+        job = FaceDetection.objects.get(episode=boxed.items.get().episode)
+    folder = job.key.rsplit("/", 1)[0] + "/"
+    with scopes_disabled():  # a whole-store pass (on S3 the bucket also holds other tests' objects)
+        run = runs.run_fixity("test", full=True)
+        assert not run.problems.filter(object_name__startswith=folder).exists()
+    storage.put(storage.shards(), folder + "planted.parquet", BytesIO(b"x"))
+    storage.shards().delete(job.key)
+    storage.put(storage.shards(), job.key, BytesIO(b"changed"))
+    with scopes_disabled():
+        run = runs.run_fixity("test", full=True)
+        assert sorted(run.problems.filter(object_name__startswith=folder).values_list("object_name", flat=True)) \
+            == sorted([job.key, folder + "planted.parquet"])
