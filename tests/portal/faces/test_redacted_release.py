@@ -365,3 +365,36 @@ def test_fixity_accounts_for_the_stored_detections(reg, boxed):
         run = runs.run_fixity("test", full=True)
         assert sorted(run.problems.filter(object_name__startswith=folder).values_list("object_name", flat=True)) \
             == sorted([job.key, folder + "planted.parquet"])
+
+
+second = research.second
+
+
+def test_a_superseding_release_of_a_redact_release_publishes_its_own_derived_shards(
+        reg, team, second, verified_factory, make_request, policy, detector_id, store_detections,
+        django_capture_on_commit_callbacks, sent_tasks, tmp_path):
+    policy("redact")
+    episodes = [verified_factory(reg), verified_factory(second)]
+    for episode in episodes:
+        store_detections(episode, {0: [(4, 4, 14, 14)]})
+        with scope(study=reg.study):
+            review.mark_reviewed(reg.ethics, episode)
+    first = _publish(make_request(episodes), team)
+    assert first.state == State.RELEASED, first.reason
+    with django_capture_on_commit_callbacks(execute=True):
+        research.run(research.withdraw(reg, django_capture_on_commit_callbacks, sent_tasks))
+    with scope(study=reg.study):
+        successor = ReleaseRequest.objects.get(supersedes=first)
+        assert successor.face_policy == "redact"
+        publish.publish_release(successor.pk)
+        successor.refresh_from_db()
+        kept = successor.items.get()
+    assert successor.state == State.RELEASED, successor.reason
+    manifest = verify_release(_download(successor.prefix, tmp_path / "successor"), signing_key().public_key())
+    [entry] = manifest["redacted_episodes"]
+    assert entry["episode_index"] == kept.episode_index and entry["original_receipt_sha256"] == kept.receipt_sha256
+    # The withdrawn episode's derived shard is gone; the kept one's is there for each release.
+    with scope(study=reg.study):
+        gone = first.items.exclude(episode_index=kept.episode_index).get()
+    assert storage.walk(storage.shards(), redacted.derived_prefix(first, gone)) == []
+    assert storage.walk(storage.shards(), redacted.derived_prefix(successor, kept))
