@@ -137,7 +137,10 @@ def _publish(release: ReleaseRequest) -> None:
     items = list(release.items.select_related("episode__study"))
     # Under the redact face policy each episode is published as its derived shard (made, or found whole from an
     # earlier attempt, in the shards storage), never as the original.
-    derived = {item.pk: redacted.derive(release, item) for item in items} if redacted.applies(release) else {}
+    derived = {}
+    for item in items if redacted.applies(release) else []:
+        derived[item.pk] = redacted.derive(release, item)
+        _heartbeat(executed, 0, 0)  # the lease renewed after each derived shard
     copies = [(derived[item.pk]["prefix"] + entry["path"] if item.pk in derived
                else item.episode.prefix + entry["path"], f"{executed.prefix}{item.folder}/{entry['path']}", entry)
               for item in items for entry in (derived[item.pk]["files"] if item.pk in derived else item.files)]
