@@ -88,11 +88,14 @@ def release_section(*, study: str, release_id: str, purpose: str, requested_by: 
 
 
 def manifest_bytes(*, release: dict[str, Any], approvals: list[dict[str, Any]], released_at: str,
-                   audit_chain_head: dict[str, Any], card_files: list[dict[str, Any]] | None = None) -> bytes:
+                   audit_chain_head: dict[str, Any], card_files: list[dict[str, Any]] | None = None,
+                   redacted_episodes: list[dict[str, Any]] | None = None) -> bytes:
     """The manifest's exact bytes (what the signature covers). ``approvals``: ``officer``, ``approved_at``,
     ``manifest_sha256`` (the ``release`` section's digest the officer was shown). ``card_files``: the dataset
     card and metadata at the release's root (``card_entries``), written when it is published: outside the
-    approved section, covered by the signature like every file (absent in releases made before them)."""
+    approved section, covered by the signature like every file (absent in releases made before them).
+    ``redacted_episodes``: under the ``redact`` face policy, the derived shards published instead of the approved
+    ones (``redacted_entries``), also outside the approved section (absent when none was)."""
     manifest = {
         "schema": SCHEMA,
         "version": VERSION,
@@ -104,7 +107,31 @@ def manifest_bytes(*, release: dict[str, Any], approvals: list[dict[str, Any]], 
     }
     if card_files is not None:
         manifest["card_files"] = card_files
+    if redacted_episodes:
+        manifest["redacted_episodes"] = redacted_episodes
     return json_bytes(manifest)
+
+
+def redacted_entries(episodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The manifest's ``redacted_episodes``: for each episode published as a derived (redacted) shard, its
+    ``episode_index``, the derived shard's ``receipt_sha256`` (what the released files are checked against), the
+    approved original's ``original_receipt_sha256``, the derived ``files`` (paths relative to the release folder,
+    as in the section) and the ``redaction`` facts (detector, weights digest, threshold, box counts, the officers'
+    changes and review, the original video's digest)."""
+    return [
+        {
+            "episode_index": episode["episode_index"],
+            "receipt_sha256": episode["receipt_sha256"],
+            "original_receipt_sha256": episode["original_receipt_sha256"],
+            "files": [
+                {"path": f"{episode_folder(episode['episode_index'])}/{item['path']}", "bytes": item["bytes"],
+                 "sha256": item["sha256"]}
+                for item in sorted(episode["files"], key=lambda item: item["path"])
+            ],
+            "redaction": episode["redaction"],
+        }
+        for episode in sorted(episodes, key=lambda episode: episode["episode_index"])
+    ]
 
 
 def card_entries(files: dict[str, bytes]) -> list[dict[str, Any]]:

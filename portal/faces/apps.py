@@ -7,4 +7,4 @@ class FacesConfig(AppConfig):
     verbose_name = "Faces"
 
     def ready(self):
-        from portal.faces import receivers  # noqa: F401  (detection queued when an episode is verified)
+        from portal.faces import fixity, receivers  # noqa: F401  (stored detections; detection queued when an episode is verified)

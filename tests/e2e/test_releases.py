@@ -1,6 +1,7 @@
 """The release journey in the browser, with a real worker: a coordinator asks for a release of three episodes, an
 ethics officer reviews an episode in the viewer (video, timeline, plots and hands follow the playhead) and
-approves, a second officer approves, the release completes and its objects verify against the signed manifest."""
+approves, a second officer approves, the release completes and its objects verify against the signed manifest; under
+the demo's redact policy the published videos have the officer's box filled."""
 
 from __future__ import annotations
 
@@ -8,11 +9,15 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import av
+import numpy as np
 import pytest
 from django.core.files.storage import storages
 from django_scopes import scope
 
 from exporter.generate import generate_capture
+from exporter.receipt import file_digest
+from exporter.redact import FILL_YUV, fill_rect
 from exporter.release import verify_release
 from portal.core import storage
 from portal.core.signing import public_key
@@ -169,3 +174,20 @@ def test_request_review_approve_twice_and_release(demo, pipeline_worker, page, l
         storage.fetch(storages["releases"], name, folder / name[len(release_request.prefix):])
     manifest = verify_release(Path(folder), public_key())
     assert [a["officer"] for a in manifest["approvals"]] == ["ethics1", "ethics2"]
+    # Under the demo's redact policy each episode is published as its derived shard: the manifest names both
+    # receipts, and the box the officer added over frames 0 to 20 is filled in the released video.
+    with scope(study=demo):
+        items = {item.episode_index: item for item in release_request.items.all()}
+    assert [entry["episode_index"] for entry in manifest["redacted_episodes"]] == sorted(items)
+    for entry in manifest["redacted_episodes"]:
+        item = items[entry["episode_index"]]
+        assert entry["original_receipt_sha256"] == item.receipt_sha256 != entry["receipt_sha256"]
+        assert entry["redaction"]["officer_added"] == 1 and entry["redaction"]["reviewed_by"] == "ethics1"
+        video = next((folder / item.folder).rglob("*.mp4"))
+        original = next(f["sha256"] for f in item.files if f["path"].endswith(".mp4"))
+        assert file_digest(video)[0] != original
+        with av.open(str(video)) as media:
+            first = next(media.decode(video=0))
+            luma = first.to_ndarray(format="yuv420p")[: first.height]
+        x0, y0, x1, y1 = fill_rect((10, 10, 40, 40), first.width, first.height)
+        assert np.abs(luma[y0:y1, x0:x1].astype(int) - FILL_YUV[0]).mean() <= 2

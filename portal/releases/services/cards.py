@@ -42,16 +42,18 @@ def facts(study: Study, *, kind: str, identifier: str, number: int, published, d
         url=page_url("research-release" if kind == "release" else "research-dataset", study, number))
 
 
-def release_cards(release: ReleaseRequest, prefix: str, *, published) -> dict[str, bytes]:
+def release_cards(release: ReleaseRequest, prefix: str, *, published,
+                  redacted: dict[int, list[dict]] | None = None) -> dict[str, bytes]:
     """The card files of a release whose shards are in the ``releases`` storage under ``prefix``: each shard's
-    metadata is read back from there, checked against the frozen digests."""
+    metadata is read back from there, checked against the frozen digests (``redacted``: episode index → the
+    files of the derived shard published instead, under the redact face policy)."""
     items = list(release.items.all())
     releases = storage.releases()
     with tempfile.TemporaryDirectory(prefix="ceres-card-") as scratch:
         root = Path(scratch)
         parts, files = [], []
         for item in items:
-            for entry in item.files:
+            for entry in (redacted or {}).get(item.episode_index, item.files):
                 files.append({**entry, "path": f"{item.folder}/{entry['path']}"})
                 if entry["path"] in _READ:
                     storage.fetch_checked(releases, f"{prefix}{item.folder}/{entry['path']}",

@@ -191,10 +191,12 @@ def carried_mismatches(release: ReleaseRequest) -> list[str]:
     return problems
 
 
-def signed_manifest(release: ReleaseRequest, *, released_at, card_files: dict[str, bytes] | None = None) \
-        -> tuple[bytes, bytes]:
+def signed_manifest(release: ReleaseRequest, *, released_at, card_files: dict[str, bytes] | None = None,
+                    redacted_episodes: list[dict[str, Any]] | None = None) -> tuple[bytes, bytes]:
     """The manifest's exact bytes and their Ed25519 signature; ``card_files``: the dataset card and metadata
-    files at the release's root, listed outside the approved section."""
+    files at the release's root, listed outside the approved section; ``redacted_episodes``: the derived shards
+    published instead of the approved ones under the redact face policy (``redacted.manifest_entry``), also
+    outside it."""
     approvals = [{**_approval_entry(approval), **({"carried_over_from": approval.carried_over_from.request.release_id}
                                                    if carries_approvals(release) else {})}
                  for approval in Approval.objects.filter(request=release).select_related(
@@ -202,5 +204,6 @@ def signed_manifest(release: ReleaseRequest, *, released_at, card_files: dict[st
     data = release_format.manifest_bytes(release=section(release), approvals=approvals,
                                          released_at=rfc3339(released_at), audit_chain_head=chain_head(),
                                          card_files=None if card_files is None
-                                         else release_format.card_entries(card_files))
+                                         else release_format.card_entries(card_files),
+                                         redacted_episodes=release_format.redacted_entries(redacted_episodes or []))
     return data, release_format.sign(signing_key(), data)

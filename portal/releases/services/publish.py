@@ -33,7 +33,7 @@ from portal.fixity.models import Alert
 from portal.fixity.services.alerts import raise_alert
 from portal.releases.exceptions import ReleaseError
 from portal.releases.models import Release, ReleaseRequest
-from portal.releases.services import cards, gate, manifest
+from portal.releases.services import cards, gate, manifest, redacted
 from portal.releases.services.release_requests import set_state
 from portal.studies.models import Demonstrator
 
@@ -49,7 +49,9 @@ def claim_release(request_id: int) -> ReleaseRequest | None:
             return None
         executed = leases.lock(Release, request=release, missing_ok=True)
         if executed is None:
-            total = sum(len(files) for files in release.items.values_list("files", flat=True)) + 2 + len(CARD_FILES)
+            files = list(release.items.values_list("files", flat=True))
+            # A redacted episode's derived shard holds one file more: ceres/redaction.json.
+            total = sum(map(len, files)) + 2 + len(CARD_FILES) + (len(files) if redacted.applies(release) else 0)
             executed = Release(study=release.study, request=release, prefix=release.prefix, objects_total=total)
         leases.take(executed)
         executed.save()
@@ -132,8 +134,17 @@ def _publish(release: ReleaseRequest) -> None:
     shards, releases = storage.shards(), storage.releases()
     # One listing first: an object not there yet (every object, on a first attempt) is copied without a read.
     present = set(storage.walk(releases, executed.prefix))
-    copies = [(item.episode.prefix + entry["path"], f"{executed.prefix}{item.folder}/{entry['path']}", entry)
-              for item in release.items.select_related("episode__study") for entry in item.files]
+    items = list(release.items.select_related("episode__study"))
+    # Under the redact face policy each episode is published as its derived shard (made, or found whole from an
+    # earlier attempt, in the shards storage), never as the original.
+    derived = {}
+    for item in items if redacted.applies(release) else []:
+        derived[item.pk] = redacted.derive(release, item)
+        _heartbeat(executed, 0, 0)  # the lease renewed after each derived shard
+    copies = [(derived[item.pk]["prefix"] + entry["path"] if item.pk in derived
+               else item.episode.prefix + entry["path"], f"{executed.prefix}{item.folder}/{entry['path']}", entry)
+              for item in items for entry in (derived[item.pk]["files"] if item.pk in derived else item.files)]
+    _refuse_originals(release, items, derived, copies)
     expected = {name for _, name, _ in copies}
 
     def place(copy: tuple[str, str, dict]) -> bool:
@@ -158,7 +169,8 @@ def _publish(release: ReleaseRequest) -> None:
         except BaseException:
             pool.shutdown(cancel_futures=True)
             raise
-    card_files, data, signature = _sign_once(release)
+    card_files, data, signature = _sign_once(release, [redacted.manifest_entry(item, derived[item.pk])
+                                                       for item in items if item.pk in derived])
     # The card and metadata files, then the manifest that lists them and its signature, last.
     for filename, content in (*card_files.items(), (MANIFEST, data), (SIGNATURE, signature)):
         name = executed.prefix + filename
@@ -187,6 +199,18 @@ def _publish(release: ReleaseRequest) -> None:
                          "manifest_sha256": executed.manifest_sha256, "key_fingerprint": executed.key_fingerprint})
 
 
+def _refuse_originals(release: ReleaseRequest, items, derived: dict, copies) -> None:
+    """The storage scan of a redact release: no object it would place in (or finds in) the releases storage is
+    an original video whose faces were boxed. ``ObjectMismatch`` (the release fails) naming it."""
+    if not redacted.applies(release):
+        return
+    originals = set().union(*(redacted.original_videos(item, derived[item.pk]) for item in items))
+    for _, name, entry in copies:
+        if entry["sha256"] in originals:
+            raise ObjectMismatch(f"{name}: an original video with bystanders' faces; the redact policy publishes "
+                                 f"only the redacted video")
+
+
 def _copy(shards, source: str, releases, name: str, entry: dict) -> None:
     """One shard object into the release: fetched to a scratch file (streamed, hashed as it comes, so memory
     stays flat however large the video), checked against the receipt, stored, and the copy read back and checked."""
@@ -199,19 +223,24 @@ def _copy(shards, source: str, releases, name: str, entry: dict) -> None:
         storage.put_checked(releases, name, local, entry["sha256"], entry["bytes"])
 
 
-def _sign_once(release: ReleaseRequest) -> tuple[dict[str, bytes], bytes, bytes]:
+def _sign_once(release: ReleaseRequest, redacted_episodes: list[dict] | None = None) \
+        -> tuple[dict[str, bytes], bytes, bytes]:
     """The card and metadata files, the manifest's bytes and signature: made and kept on the first attempt that
     gets this far (the card files read the shards' metadata back from the release prefix first)."""
     executed = Release.objects.get(request=release)
     now = timezone.now()
-    made = None if executed.manifest else cards.release_cards(release, executed.prefix, published=now)
+    derived = {entry["episode_index"]: entry["files"] for entry in redacted_episodes or []}
+    made = None if executed.manifest else cards.release_cards(release, executed.prefix, published=now,
+                                                              redacted=derived)
     with transaction.atomic():
         executed = Release.objects.select_for_update(no_key=True).get(request=release)
         if executed.manifest:
             return _kept_cards(executed), bytes(executed.manifest), bytes(executed.signature)
         _require_approved(release)
-        made = made if made is not None else cards.release_cards(release, executed.prefix, published=now)
-        data, signature = manifest.signed_manifest(release, released_at=now, card_files=made)
+        made = made if made is not None else cards.release_cards(release, executed.prefix, published=now,
+                                                                 redacted=derived)
+        data, signature = manifest.signed_manifest(release, released_at=now, card_files=made,
+                                                   redacted_episodes=redacted_episodes)
         executed.card_files = {name: content.decode("utf-8") for name, content in made.items()}
         executed.manifest, executed.signature = data, signature
         executed.manifest_sha256 = bytes_digest(data)[0]

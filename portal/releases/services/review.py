@@ -15,6 +15,7 @@ from exporter.review import review_files, shard_review
 from portal.core import storage
 from portal.releases.exceptions import ReleaseError
 from portal.releases.models import ReleaseItem
+from portal.releases.services import redacted
 
 CACHE_SECONDS = 3600
 
@@ -37,7 +38,10 @@ def caption(recording, *, headset: bool) -> str:
 def _fetch(item: ReleaseItem, path: str, root: Path, *, released: bool) -> None:
     """A file of the episode's shard: from the shards storage, or (``released``) from the published release's
     copy, which is what researchers are shown (a withdrawal removes it)."""
-    entry = next(entry for entry in item.files if entry["path"] == path)
+    files = item.files
+    if released:  # a redacted episode's release holds its derived shard
+        files = redacted.released_files(item.request).get(item.episode_index, (None, files))[1]
+    entry = next(entry for entry in files if entry["path"] == path)
     local = root / path
     if released:
         storage.fetch(storage.releases(), f"{item.request.prefix}{item.folder}/{path}", local)

@@ -9,7 +9,7 @@ from django.shortcuts import get_object_or_404
 
 from exporter.release import MANIFEST, SIGNATURE
 from portal.releases.models import Release, ReleaseItem, ReleaseRequest
-from portal.releases.services import gate
+from portal.releases.services import gate, redacted
 from portal.research.exceptions import AccessRefused
 from portal.studies.models import Demonstrator
 
@@ -111,8 +111,9 @@ def release_files(release: ReleaseRequest) -> dict[str, tuple[str, int | None]]:
         cards = sorted(Release.objects.filter(request=release).values_list("card_files", flat=True).first() or {})
         files = {name: (release.prefix + name, None) for name in (MANIFEST, SIGNATURE, *cards)}
         items = release.items.all()
+    published = redacted.released_files(release)  # redacted episodes: the derived shards' files
     for item in items.only("episode_index", "files"):
-        for entry in item.files:
+        for entry in published.get(item.episode_index, (None, item.files))[1]:
             path = f"{item.folder}/{entry['path']}"
             files[path] = (release.prefix + path, item.episode_index)
     return files

@@ -33,6 +33,7 @@ from portal.core import leases, queue, signing, storage
 from portal.core.states import transition
 from portal.releases.models import ReleaseItem
 from portal.releases.services import cards as release_cards
+from portal.releases.services import redacted
 from portal.research import notices
 from portal.research.exceptions import AccessRefused, ResearchError
 from portal.research.models import Dataset, DatasetEpisode, DatasetRequester
@@ -228,13 +229,16 @@ def _build(dataset: Dataset) -> None:
 def _fetch_shards(items: list[ReleaseItem], root: Path, progress: _Progress) -> list[Path]:
     """Each episode's shard from its published release, every file checked against the frozen digests."""
     releases = storage.releases()
-    total = sum(len(item.files) for item in items)
+    published = {request_id: redacted.released_files(request)
+                 for request_id, request in {item.request_id: item.request for item in items}.items()}
+    files = {item.pk: published[item.request_id].get(item.episode_index, (None, item.files))[1] for item in items}
+    total = sum(len(listed) for listed in files.values())
     done = 0
     progress("fetching", 0, total, force=True)
     shard_dirs = []
     for item in items:
         shard = root / f"{item.request.release_id}-{item.folder}"
-        for entry in item.files:
+        for entry in files[item.pk]:  # a redacted episode's: its derived shard's, as its release published it
             name = f"{item.request.prefix}{item.folder}/{entry['path']}"
             storage.fetch_checked(releases, name, shard / entry["path"], entry["sha256"], entry["bytes"])
             done += 1
@@ -243,13 +247,18 @@ def _fetch_shards(items: list[ReleaseItem], root: Path, progress: _Progress) -> 
     return shard_dirs
 
 
+def _released_receipt(item: ReleaseItem) -> str:
+    """The receipt of the shard its release published: the derived one of a redacted episode."""
+    return redacted.released_files(item.request).get(item.episode_index, (item.receipt_sha256, None))[0]
+
+
 def _section(dataset: Dataset, members: list[DatasetEpisode], result, files: list[dict]) -> dict:
     return release_format.dataset_section(
         study=dataset.study.code, dataset_id=dataset.dataset_id, created_at=rfc3339(dataset.assembled_at),
         episodes=[{"episode_index": assembled.episode_index, "episode_id": assembled.episode_id,
                    "source_release": member.item.request.release_id,
                    "source_episode_index": member.item.episode_index,
-                   "source_receipt_sha256": member.item.receipt_sha256}
+                   "source_receipt_sha256": _released_receipt(member.item)}
                   for member, assembled in zip(members, result.episodes, strict=True)],
         files=files, dataset_receipt_sha256=result.receipt_sha256)
 

@@ -42,7 +42,7 @@ from portal.core.states import transition
 from portal.recordings.models import Episode
 from portal.recordings.services import audio
 from portal.releases.models import ReleaseItem, ReleaseRequest
-from portal.releases.services import gate
+from portal.releases.services import gate, redacted
 from portal.releases.services.supersede import reject_open, supersede
 from portal.research import notices
 from portal.research.models import Dataset, DatasetEpisode, IssuedLink, Tombstone, Withdrawal, WithdrawalNotice
@@ -250,6 +250,8 @@ def _withdraw_from_release(withdrawal: Withdrawal, release: ReleaseRequest, with
     held = sorted(withdrawn & set(release.items.values_list("episode_index", flat=True)))
     for index in held:
         storage.delete_prefix(releases, f"{release.prefix}{episode_folder(index)}/")
+        # Under the redact face policy, the derived shard the release was made from goes too.
+        storage.delete_prefix(storage.shards(), f"{redacted.PREFIX}{release.uid}/{episode_folder(index)}/")
     if Tombstone.objects.filter(withdrawal=withdrawal, release=release).exists():
         return
     successor = ReleaseRequest.objects.filter(supersedes=release).first()

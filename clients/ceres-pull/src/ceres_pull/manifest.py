@@ -94,7 +94,16 @@ def manifest_files(manifest: dict[str, Any]) -> list[dict[str, Any]]:
     cards = list(manifest.get("card_files") or [])
     if manifest.get("schema") == DATASET_SCHEMA:
         return list(manifest["dataset"]["files"]) + cards
-    return [item for episode in manifest["release"]["episodes"] for item in episode["files"]] + cards
+    return [item for episode in released_episodes(manifest) for item in episode["files"]] + cards
+
+
+def released_episodes(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    """The episodes of a release as published: the approved section's, except those published as a derived
+    (redacted) shard (``redacted_episodes``, absent in manifests without one), whose entry replaces them: its
+    ``receipt_sha256`` and ``files`` are the derived shard's, ``original_receipt_sha256`` the approved one's."""
+    redacted = {entry.get("episode_index"): entry for entry in manifest.get("redacted_episodes") or []
+                if isinstance(entry, dict)}
+    return [redacted.get(episode["episode_index"], episode) for episode in manifest["release"]["episodes"]]
 
 
 
@@ -291,6 +300,7 @@ def _check_fields(manifest: dict[str, Any], schema: str) -> None:
             if type(index) is not int or index < 0 or not isinstance(episode.get("receipt_sha256"), str) \
                     or not isinstance(episode.get("files"), list):
                 raise ValueError(f"episode {index!r} needs a whole episode_index, a receipt_sha256 and files")
+        _check_redacted(manifest, episodes)
     elif not isinstance(section.get("files"), list) or not isinstance(section.get("dataset_receipt_sha256"), str):
         raise ValueError("the dataset needs files and a dataset_receipt_sha256")
     cards = manifest.get("card_files", [])
@@ -301,6 +311,30 @@ def _check_fields(manifest: dict[str, Any], schema: str) -> None:
         if type(size) is not int or size < 0 or not isinstance(item.get("sha256"), str):
             shown = item.get("path") if isinstance(item, dict) else item
             raise ValueError(f"file {shown!r} needs a whole number of bytes and a sha256")
+
+
+def _check_redacted(manifest: dict[str, Any], episodes: list[dict[str, Any]]) -> None:
+    """``redacted_episodes`` (optional): each names an episode of the section once, by the receipt the officers
+    approved (``original_receipt_sha256``), with its own ``receipt_sha256``, ``files`` and ``redaction``."""
+    redacted = manifest.get("redacted_episodes", [])
+    if not isinstance(redacted, list) or not all(isinstance(entry, dict) for entry in redacted):
+        raise ValueError("redacted_episodes is not a list of objects")
+    approved = {episode["episode_index"]: episode["receipt_sha256"] for episode in episodes}
+    seen = set()
+    for entry in redacted:
+        index = entry.get("episode_index")
+        if type(index) is not int or index not in approved or index in seen:
+            raise ValueError(f"redacted episode {index!r} is not an episode of the release named once")
+        seen.add(index)
+        if entry.get("original_receipt_sha256") != approved[index]:
+            raise ValueError(f"redacted episode {index}: its original_receipt_sha256 is not the approved receipt")
+        if not isinstance(entry.get("receipt_sha256"), str) or not isinstance(entry.get("files"), list) \
+                or not isinstance(entry.get("redaction"), dict):
+            raise ValueError(f"redacted episode {index} needs a receipt_sha256, files and a redaction")
+        folder = f"{episode_folder(index)}/"
+        if not all(isinstance(item, dict) and isinstance(item.get("path"), str) and item["path"].startswith(folder)
+                   for item in entry["files"]):
+            raise ValueError(f"redacted episode {index}: a file is not in its folder {folder}")
 
 
 def _safe_path(name: Any, manifest: str = MANIFEST) -> str:
@@ -371,7 +405,7 @@ def check_files(folder: Path, manifest: dict[str, Any]) -> None:
             raise ReleaseProblem(f"{DATASET_RECEIPT}: its SHA-256 is not the dataset_receipt_sha256 the manifest "
                                  f"names")
         return
-    for episode in manifest["release"]["episodes"]:
+    for episode in released_episodes(manifest):
         receipt = listed.get(f"{episode_folder(episode['episode_index'])}/{RECEIPT}")
         if receipt is None or receipt["sha256"] != episode["receipt_sha256"]:
             raise ReleaseProblem(f"{episode_folder(episode['episode_index'])}: its receipt's SHA-256 is not the "
@@ -398,4 +432,8 @@ def summary(manifest: dict[str, Any], public_key: Ed25519PublicKey) -> list[str]
         lines.append(f"supersedes {named.get('release_id')}{digest}{withdrawal}")
         lines += [f"carries the approval of {approval['officer']} at {approval['approved_at']} of "
                   f"{approval['manifest_sha256']}" for approval in named["carried_approvals"]]
+    redacted = manifest.get("redacted_episodes") or []
+    if redacted:
+        lines.append(f"{len(redacted)} episode(s) published with bystanders' faces redacted (derived shards; "
+                     f"the approved originals' receipts are named beside them)")
     return lines
