@@ -18,7 +18,8 @@ from portal.releases.models import Release
 
 def test_every_leased_job_names_a_lease_setting_of_its_own(settings):
     models = [model for model in apps.get_models() if issubclass(model, leases.LeasedJob)]
-    assert {model.__name__ for model in models} == {"Recording", "Release", "Dataset", "Withdrawal", "FixityRun"}
+    assert {model.__name__ for model in models} == {"Recording", "Release", "Dataset", "Withdrawal", "FixityRun",
+                                                            "FaceDetection"}
     names = [model.LEASE_SETTING for model in models]
     assert len(set(names)) == len(names)
     for model in models:

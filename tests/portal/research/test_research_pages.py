@@ -62,7 +62,8 @@ def test_a_researcher_asks_is_granted_browses_views_and_downloads_through_the_pa
     # The count ceres-pull gives as verified (the manifest's files) and the two that are not in it.
     with scope(study=study):
         listed = len(manifest_files(json.loads(storages["releases"].open(released.prefix + MANIFEST).read())))
-    assert (f'{released.release.objects_total}: {listed} episode files, each checked against the signed manifest')\
+    assert (f"{released.release.objects_total}: {listed} files (the episodes', the dataset card, "
+            "<code>croissant.json</code> and <code>CITATION.cff</code>), each checked against the signed manifest") \
         in page and "plus the manifest and its signature" in page
 
     viewer = client.get(reverse("research-episode", args=[study.code, released.number, 1])).content.decode()
