@@ -47,15 +47,18 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 def release_section(*, study: str, release_id: str, purpose: str, requested_by: str, requested_at: str,
                     episodes: list[dict[str, Any]], supersedes: str | dict[str, Any] | None = None,
-                    withdrawal: int | None = None, carried_approvals: list[dict[str, Any]] | None = None) \
-        -> dict[str, Any]:
+                    withdrawal: int | None = None, carried_approvals: list[dict[str, Any]] | None = None,
+                    face_policy: str | None = None) -> dict[str, Any]:
     """What ethics officers are shown and approve. ``episodes``: ``episode_index``, ``episode_id``,
     ``receipt_sha256`` and ``files`` (the shard's files, receipt included: ``path`` relative to the shard,
     ``bytes``, ``sha256``). File paths become relative to the release folder. ``supersedes``: the release this
     one replaces after a withdrawal (absent otherwise, so other manifests keep their bytes): its ``release_id``,
     ``number`` and ``manifest_sha256`` (a bare release id in releases made before they were named). ``withdrawal``:
     the id of the withdrawal that made it; ``carried_approvals``: the superseded release's approvals it carries
-    (``officer``, ``approved_at``, ``manifest_sha256``), when it carries them instead of being approved again."""
+    (``officer``, ``approved_at``, ``manifest_sha256``), when it carries them instead of being approved again.
+    ``face_policy``: the study's face policy the request was made under (``off``, ``detect``, ``redact``; absent in
+    requests made before faces were looked for), approved with the rest, so it cannot be changed after approval
+    without the section's digest changing."""
     section = {
         "study": study,
         "release_id": release_id,
@@ -76,6 +79,8 @@ def release_section(*, study: str, release_id: str, purpose: str, requested_by: 
             for episode in sorted(episodes, key=lambda episode: episode["episode_index"])
         ],
     }
+    if face_policy:
+        section["face_policy"] = face_policy
     if supersedes is not None:
         section["supersedes"] = supersedes
     if withdrawal is not None:

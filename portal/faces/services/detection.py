@@ -45,10 +45,11 @@ def video_entry(episode: Episode) -> dict | None:
 
 def queue_detection(actor, episode: Episode, *, again: bool = False) -> FaceDetection | None:
     """Queue the current detector over ``episode`` unless the study's policy is off (None then) or it is queued,
-    running or done already (that row is returned; ``again`` queues a done or failed one once more)."""
+    running or done already (that row is returned; ``again`` queues a done or failed one once more). An episode
+    without video has nothing to look at: None."""
     if episode.study.face_policy == Study.FacePolicy.OFF:
         return None
-    if episode.exported_at is None:
+    if episode.exported_at is None or video_entry(episode) is None:  # no video: no face to look for
         return None
     detector_id = current_detector_id()
     with transaction.atomic():

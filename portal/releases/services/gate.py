@@ -234,6 +234,8 @@ def _faces(release: ReleaseRequest, episode: Episode) -> list[Check]:
     policy = release.face_policy
     if policy not in (Study.FacePolicy.DETECT, Study.FacePolicy.REDACT):
         return []
+    if faces_detection.video_entry(episode) is None:
+        return [Check("faces", PASS, "no video: no face to look for")]
     detector_id = faces_detection.current_detector_id()
     detection = faces_review.current_detection(episode, detector_id)
     if detection is None or detection.state != FaceDetection.State.DONE:

@@ -37,7 +37,7 @@ def section(release: ReleaseRequest, items: list[ReleaseItem] | None = None) -> 
         requested_by=release.requested_by_name, requested_at=rfc3339(release.created_at),
         episodes=[{"episode_index": item.episode_index, "episode_id": item.capture_id,
                    "receipt_sha256": item.receipt_sha256, "files": item.files} for item in items],
-        **_superseding(release))
+        face_policy=release.face_policy or None, **_superseding(release))
 
 
 def _superseding(release: ReleaseRequest) -> dict[str, Any]:

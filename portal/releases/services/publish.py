@@ -49,9 +49,9 @@ def claim_release(request_id: int) -> ReleaseRequest | None:
             return None
         executed = leases.lock(Release, request=release, missing_ok=True)
         if executed is None:
-            files = list(release.items.values_list("files", flat=True))
+            items = list(release.items.all())
             # A redacted episode's derived shard holds one file more: ceres/redaction.json.
-            total = sum(map(len, files)) + 2 + len(CARD_FILES) + (len(files) if redacted.applies(release) else 0)
+            total = sum(len(item.files) + redacted.redactable(release, item) for item in items) + 2 + len(CARD_FILES)
             executed = Release(study=release.study, request=release, prefix=release.prefix, objects_total=total)
         leases.take(executed)
         executed.save()
@@ -138,7 +138,7 @@ def _publish(release: ReleaseRequest) -> None:
     # Under the redact face policy each episode is published as its derived shard (made, or found whole from an
     # earlier attempt, in the shards storage), never as the original.
     derived = {}
-    for item in items if redacted.applies(release) else []:
+    for item in (item for item in items if redacted.redactable(release, item)):
         derived[item.pk] = redacted.derive(release, item)
         _heartbeat(executed, 0, 0)  # the lease renewed after each derived shard
     copies = [(derived[item.pk]["prefix"] + entry["path"] if item.pk in derived
@@ -204,7 +204,7 @@ def _refuse_originals(release: ReleaseRequest, items, derived: dict, copies) -> 
     an original video whose faces were boxed. ``ObjectMismatch`` (the release fails) naming it."""
     if not redacted.applies(release):
         return
-    originals = set().union(*(redacted.original_videos(item, derived[item.pk]) for item in items))
+    originals = set().union(*(redacted.original_videos(item, derived[item.pk]) for item in items if item.pk in derived))
     for _, name, entry in copies:
         if entry["sha256"] in originals:
             raise ObjectMismatch(f"{name}: an original video with bystanders' faces; the redact policy publishes "

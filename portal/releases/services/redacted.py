@@ -37,6 +37,12 @@ def applies(release: ReleaseRequest) -> bool:
     return release.face_policy == "redact"
 
 
+def redactable(release: ReleaseRequest, item: ReleaseItem) -> bool:
+    """Whether ``item`` is published as a derived shard: the release redacts and the episode has a video (one
+    without has no face to hide and is published as it is)."""
+    return applies(release) and any(entry["path"].endswith(".mp4") for entry in item.files)
+
+
 def derived_prefix(release: ReleaseRequest, item: ReleaseItem) -> str:
     return f"{PREFIX}{release.uid}/{item.folder}/"
 

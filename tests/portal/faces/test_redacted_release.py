@@ -398,3 +398,61 @@ def test_a_superseding_release_of_a_redact_release_publishes_its_own_derived_sha
         gone = first.items.exclude(episode_index=kept.episode_index).get()
     assert storage.walk(storage.shards(), redacted.derived_prefix(first, gone)) == []
     assert storage.walk(storage.shards(), redacted.derived_prefix(successor, kept))
+
+
+def test_the_face_policy_is_approved_with_the_section_and_a_database_write_after_approval_is_refused(
+        reg, team, verified, make_request, policy, detector_id, store_detections):
+    """The officers approve the policy with the episodes: someone who flips the request's policy in the database
+    after the approvals (to publish the original videos) changes the section's digest, and the job refuses."""
+    policy("redact")
+    episode = verified(1)[0]
+    store_detections(episode, {0: [(4, 4, 14, 14)]})
+    with scope(study=reg.study):
+        review.mark_reviewed(reg.ethics, episode)
+    request = make_request([episode])
+    with scope(study=reg.study):
+        from portal.releases.services import manifest as release_manifest
+
+        assert release_manifest.section(request)["face_policy"] == "redact"
+        for officer in (team.reg.ethics, team.ethics2):
+            approve(officer, request, manifest_sha256=request.manifest_sha256)
+    with scope(study=reg.study):
+        ReleaseRequest.objects.filter(pk=request.pk).update(face_policy="off")  # a database writer
+        publish.publish_release(request.pk)
+        request = ReleaseRequest.objects.get(pk=request.pk)
+    assert request.state == State.FAILED and "not the approved" in request.reason
+    assert not storage.walk(storages["releases"], request.prefix)
+
+
+def test_a_redact_manifest_without_a_videos_redacted_shard_is_refused_by_the_reader(boxed, tmp_path):
+    """Signed by the key, and still refused: under the approved redact policy an episode with a video must come
+    as its derived shard, never as the original."""
+    from exporter.release import json_bytes, sign
+
+    folder = _download(boxed.prefix, tmp_path / "release")
+    manifest = json.loads((folder / MANIFEST).read_bytes())
+    assert manifest["release"]["face_policy"] == "redact"
+    manifest["redacted_episodes"] = []
+    data = json_bytes(manifest)
+    (folder / MANIFEST).write_bytes(data)
+    (folder / "release-manifest.json.sig").write_bytes(sign(signing_key(), data))
+    with pytest.raises(Exception, match="has a video but no redacted shard"):
+        verify_release(folder, signing_key().public_key())
+
+
+def test_an_episode_without_video_has_no_face_to_look_for_and_is_published_as_it_is(
+        reg, team, verified, make_request, policy, detector_id, tmp_path):
+    policy("redact")
+    episode = verified(1, camera="none")[0]
+    with scope(study=reg.study):
+        assert detection.queue_detection(reg.ethics, episode) is None  # nothing to look at
+    request = make_request([episode])
+    with scope(study=reg.study):
+        from portal.releases.services import gate
+
+        faces = [check for check in gate.evaluate(request).episodes[0].checks if check.key == "faces"]
+        assert [(check.status, check.detail) for check in faces] == [("pass", "no video: no face to look for")]
+    released = _publish(request, team)
+    assert released.state == State.RELEASED, released.reason
+    manifest = verify_release(_download(released.prefix, tmp_path / "release"), signing_key().public_key())
+    assert manifest["release"]["face_policy"] == "redact" and "redacted_episodes" not in manifest

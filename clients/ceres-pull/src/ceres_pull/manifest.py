@@ -335,6 +335,13 @@ def _check_redacted(manifest: dict[str, Any], episodes: list[dict[str, Any]]) ->
         if not all(isinstance(item, dict) and isinstance(item.get("path"), str) and item["path"].startswith(folder)
                    for item in entry["files"]):
             raise ValueError(f"redacted episode {index}: a file is not in its folder {folder}")
+    if manifest["release"].get("face_policy") == "redact":
+        # The approved policy: every episode with a video is published redacted, never its original video.
+        for episode in episodes:
+            if episode["episode_index"] not in seen and any(
+                    isinstance(item, dict) and str(item.get("path", "")).endswith(".mp4") for item in episode["files"]):
+                raise ValueError(f"episode {episode['episode_index']} has a video but no redacted shard, and the "
+                                 f"release was approved under the redact face policy")
 
 
 def _safe_path(name: Any, manifest: str = MANIFEST) -> str:
