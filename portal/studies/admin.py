@@ -16,8 +16,9 @@ class StudyAdmin(admin.ModelAdmin):
     search_fields = ["code", "title", "project_id"]
 
     def get_readonly_fields(self, request, obj=None):
-        # Existing studies change only through the registry pages, which audit every change.
-        return [f.name for f in Study._meta.fields] if obj else []
+        # Existing studies change only through the registry pages, which audit every change. A new one starts
+        # under the default face policy: choosing it is its ethics officers' decision (the settings page).
+        return [f.name for f in Study._meta.fields] if obj else ["face_policy"]
 
     def save_model(self, request, obj, form, change):
         if change:

@@ -37,3 +37,19 @@ def test_admin_accept_goes_through_the_service(staff_client, make_document, make
     staff_client.post(url, data)
     document.refresh_from_db()
     assert document.accepted_by == root
+
+
+def test_an_administrator_creating_a_study_cannot_choose_its_face_policy(staff_client):
+    """The policy is the study's ethics officers' decision: the admin's add form shows the default, read-only, and
+    a posted value is ignored."""
+    from django_scopes import scopes_disabled
+
+    from portal.studies.models import Study
+
+    url = reverse("admin:studies_study_add")
+    assert 'name="face_policy"' not in staff_client.get(url).content.decode()
+    staff_client.post(url, {"code": "nofaces", "title": "No faces", "project_id": "", "status": "draft",
+                            "audio_policy": "discard", "approvals_required": 2, "pending_approvals_required": "",
+                            "carry_over_approvals": "on", "face_policy": "off"})
+    with scopes_disabled():
+        assert Study.objects.get(code="nofaces").face_policy == Study.FacePolicy.REDACT
