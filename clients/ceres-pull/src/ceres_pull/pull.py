@@ -646,14 +646,19 @@ def verify_only(args: argparse.Namespace) -> int:
         print(f"ceres-pull: problem: {exc}", file=sys.stderr)
         return 1
     except PullError as exc:
-        print(f"ceres-pull: {'error' if exc.code == 2 else 'refused' if exc.code == 3 else 'network'}: {exc}",
-              file=sys.stderr)
-        return exc.code
+        return _failed(exc)
     except OSError as exc:
         print(f"ceres-pull: error: {args.verify_only}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     print("\n".join(release_format.summary(manifest, public_key)))
     return 0
+
+
+def _failed(exc: PullError) -> int:
+    """Say what stopped the run, by its kind (usage, refusal, network), and give its exit status."""
+    print(f"ceres-pull: {'error' if exc.code == 2 else 'refused' if exc.code == 3 else 'network'}: {exc}",
+          file=sys.stderr)
+    return exc.code
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -698,9 +703,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"ceres-pull: problem: {exc}", file=sys.stderr)
         return 1
     except PullError as exc:
-        print(f"ceres-pull: {'error' if exc.code == 2 else 'refused' if exc.code == 3 else 'network'}: {exc}",
-              file=sys.stderr)
-        return exc.code
+        return _failed(exc)
     except safefs.UnsafeFolder as exc:
         print(f"ceres-pull: error: {exc}", file=sys.stderr)
         return 2
