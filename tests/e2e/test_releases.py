@@ -122,8 +122,8 @@ def test_request_review_approve_twice_and_release(demo, pipeline_worker, page, l
         assert page.locator("#faces-review .attention").count() == 1  # not reviewed yet
         assert page.locator("#faces-timeline .faces-seek").count() >= 1  # the detector found the bystander
         if index == 0:
-            # The officer opens the detections, seeks to one in the middle (its box drawn over the video) and
-            # removes it as false.
+            # The officer opens the detections, seeks to one in the middle (its box drawn over the video, and
+            # listed under the frame ranges as the detections at that frame) and removes it there as false.
             page.set_viewport_size({"width": 1280, "height": 1000})
             until(page, "() => !!document.getElementById('faces-overlay')")
             page.click("#faces-detections summary")
@@ -136,9 +136,18 @@ def test_request_review_approve_twice_and_release(demo, pipeline_worker, page, l
             until(page, f"() => document.getElementById('viewer').dataset.frame === '{frame}'")
             page.evaluate("window.scrollTo(0, 0)")  # the video in its place: its box drawn over the bystander
             shot(page, "release-faces-remove-detection")
-            row.locator("button[type=submit]", has_text="Remove").click()
+            at_frame = page.locator(f"#faces-at-frame li[data-frame='{frame}'][data-index='{number}']")
+            at_frame.wait_for()
+            assert page.locator("#faces-at-frame li").count() == 1  # one face in view
+            listed = at_frame.locator("span").inner_text().split(" · ")[1]
+            assert tuple(float(v) for v in listed.split()) == pytest.approx(box)
+            at_frame.locator("button", has_text="Remove").click()
             page.locator(".messages", has_text=f"Detection {number} of frame {frame} removed.").wait_for()
             removed = (frame, number, box)
+            page.click("#faces-detections summary")
+            row = page.locator(f"#faces-detections tbody tr:has(.faces-seek[data-frame='{frame}'])")
+            row.locator(".faces-seek").click()  # the video at that frame again: the detection listed as removed
+            page.locator(f"#faces-at-frame li.removed[data-index='{number}']").wait_for(state="attached")
             assert page.locator("#faces-detections tbody tr.removed").count() == 1
             assert "1 detection(s) removed by officers" in page.locator("#faces-state").inner_text()
         page.fill("#id_keyframes", "0 10 10 40 40\n20 20 20 50 50")
