@@ -6,6 +6,8 @@ memory than a short one. Output is deterministic for a seed.
 Camera frames show a moving gradient and a moving block, and carry their own frame number in a band of
 black/white cells across the top third of the picture: two rows of eight cells, bit i (least significant
 first) in row i // 8, column i % 8; a white cell is a 1. A test can decode a frame and read its number.
+With ``bystander`` the camera also shows a bystander's face over the middle half of the frames (``bystander_box``
+says where): a photograph bundled with scikit-image, in grey, below the frame-code band, drifting slowly.
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from fractions import Fraction
+from functools import lru_cache
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 import av
 import numpy as np
@@ -32,6 +35,9 @@ import numpy as np
 from exporter.errors import SourceError
 from exporter.jsonfile import write_json
 from exporter.source import check_study_block
+
+if TYPE_CHECKING:
+    from exporter.faces.testset import FacePatch
 
 CAMERA_KINDS = ("mp4", "webm", "none")
 MICROPHONE_KINDS = ("none", "track", "file")
@@ -121,12 +127,14 @@ def generate_capture(
     recorded_at: datetime | None = None,
     task_spec: bool = True,
     calibration: bool = True,
+    bystander: bool = False,
 ) -> Path:
     """Write one capture source into `out_dir` (a new folder), or into `<out_dir>.zip` with `zip_output`.
 
     `aligned`: segments tile the recording and the camera has one frame per slot from slot 0 (with
     retries > 0 the camera is aligned except for the retry ranges); otherwise idle slots separate the
     segments and the camera starts late. `study`: the recorder's study block (see `study_block`).
+    `bystander`: the camera shows a face over the middle half of its frames (see `bystander_box`).
     `recorded_at` defaults to a fixed time (2026-05-04 09:30 UTC plus `seed` minutes), so the output is
     deterministic; the command line defaults to now. Returns the folder or ZIP path.
     """
@@ -138,6 +146,8 @@ def generate_capture(
         raise ValueError("microphone='track' needs a camera file to carry the track")
     if camera != "none" and (width < 16 or height < 16 or width % 2 or height % 2):
         raise ValueError("camera width and height must be even and at least 16")
+    if bystander and (camera == "none" or height < 96):
+        raise ValueError("bystander needs a camera at least 96 pixels high (the face is a third of the height)")
     if not 1 <= rate_hz <= 240 or retries < 0:
         raise ValueError("rate_hz must be 1-240 and retries >= 0")
     out_dir = Path(out_dir)
@@ -172,6 +182,7 @@ def generate_capture(
                 height=height,
                 with_audio=microphone == "track",
                 seed=seed,
+                bystander=bystander,
             )
         if microphone_file:
             (staging / "media").mkdir(exist_ok=True)
@@ -426,10 +437,44 @@ def _rotation_matrix(q: np.ndarray) -> np.ndarray:
     )
 
 
-class CameraPictures:
-    """yuv420p pictures: a drifting gradient, a moving block and the frame-number band."""
+def bystander_frames(frame_count: int) -> range:
+    """The camera frames that show the bystander's face: the middle half."""
+    return range(frame_count // 4, frame_count - frame_count // 4)
 
-    def __init__(self, width: int, height: int, seed: int):
+
+def bystander_box(index: int, width: int, height: int, frame_count: int) -> tuple[float, float, float, float] | None:
+    """Where the bystander's face is in camera frame ``index`` (x0, y0, x1, y1 in pixels), or None when the frame
+    does not show it. The face is a third of the picture's height tall, below the frame-code band, starting a
+    quarter in from the left and drifting right by a pixel every other frame."""
+    frames = bystander_frames(frame_count)
+    if index not in frames:
+        return None
+    x, y = _bystander_at(index - frames.start, width, height)
+    x0, y0, x1, y1 = _bystander_patch(height).box
+    return (x + x0, y + y0, x + x1, y + y1)
+
+
+def _bystander_at(step: int, width: int, height: int) -> tuple[int, int]:
+    patch = _bystander_patch(height)
+    ph, pw = patch.rgb.shape[:2]
+    x = min(width // 4 + step // 2, width - pw)
+    y = height // 3 + max(0, (height - height // 3 - ph) // 2)
+    return x, y
+
+
+@lru_cache(maxsize=4)
+def _bystander_patch(height: int) -> FacePatch:
+    """The face (scikit-image's astronaut portrait) sized for a picture ``height`` pixels high."""
+    from exporter.faces.testset import ASTRONAUT, face_patch
+
+    return face_patch(ASTRONAUT, height // 3, angle=0.0, blur=0.0, brightness=1.0)
+
+
+class CameraPictures:
+    """yuv420p pictures: a drifting gradient, a moving block and the frame-number band; with ``bystander`` (the
+    number of frames) a face over the middle half of them."""
+
+    def __init__(self, width: int, height: int, seed: int, bystander: int | None = None):
         self.width, self.height = width, height
         self.seed = seed
         columns = np.arange(width + 256)
@@ -437,6 +482,7 @@ class CameraPictures:
         self.band_height = height // 3
         self.cell_width = width // 8
         self.cell_height = self.band_height // 2
+        self.bystander = bystander
 
     def picture(self, index: int) -> np.ndarray:
         width, height = self.width, self.height
@@ -455,8 +501,22 @@ class CameraPictures:
         chroma_v = np.full((height // 2, width // 2), 128 + int(60 * math.cos(index / 55.0)), np.uint8)
         chroma_u[: self.band_height // 2] = 128
         chroma_v[: self.band_height // 2] = 128
+        if self.bystander is not None and index in bystander_frames(self.bystander):
+            self._paste_face(luma, chroma_u, chroma_v, index - bystander_frames(self.bystander).start)
         planes = np.concatenate([luma.ravel(), chroma_u.ravel(), chroma_v.ravel()])
         return planes.reshape(height * 3 // 2, width)
+
+    def _paste_face(self, luma: np.ndarray, chroma_u: np.ndarray, chroma_v: np.ndarray, step: int) -> None:
+        patch = _bystander_patch(self.height)
+        grey = patch.rgb.astype(np.float32) @ np.array([0.299, 0.587, 0.114], np.float32)
+        x, y = _bystander_at(step, self.width, self.height)
+        h, w = grey.shape
+        h, w = min(h, self.height - y), min(w, self.width - x)
+        alpha = patch.alpha[:h, :w]
+        region = luma[y : y + h, x : x + w].astype(np.float32)
+        luma[y : y + h, x : x + w] = (grey[:h, :w] * alpha + region * (1 - alpha)).clip(0, 255).astype(np.uint8)
+        chroma_u[y // 2 : (y + h) // 2, x // 2 : (x + w) // 2] = 128
+        chroma_v[y // 2 : (y + h) // 2, x // 2 : (x + w) // 2] = 128
 
 
 def read_frame_code(rgb: np.ndarray) -> int:
@@ -485,8 +545,10 @@ def write_camera(
     with_audio: bool,
     seed: int,
     codec: str | None = None,
+    bystander: bool = False,
 ) -> None:
-    """Encode `frame_count` frames at `rate_hz` (frame k at k/rate_hz) into an MP4 or WebM file."""
+    """Encode `frame_count` frames at `rate_hz` (frame k at k/rate_hz) into an MP4 or WebM file; with `bystander`
+    a face over the middle half of them (`bystander_box`)."""
     video_codec = codec or ("libx264" if kind == "mp4" else "libvpx-vp9")
     options = {
         "mp4": {"preset": "ultrafast", "g": str(2 * rate_hz)},
@@ -494,7 +556,7 @@ def write_camera(
     }[kind]
     if video_codec == "libx265":
         options = {"preset": "ultrafast", "x265-params": "log-level=error"}
-    pictures = CameraPictures(width, height, seed)
+    pictures = CameraPictures(width, height, seed, bystander=frame_count if bystander else None)
     with _output(path, "mp4" if kind == "mp4" else "webm") as output:
         # Where a phone would put its position and a device name: the exporter must not copy these.
         output.metadata.update({"title": "CERES passthrough camera", "location": "+52.3676+004.9041/"})
@@ -711,6 +773,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--capture-id", help="default synthetic-<seed>")
     parser.add_argument("--no-task-spec", dest="task_spec", action="store_false", help="no task-specification.json")
     parser.add_argument("--no-calibration", dest="calibration", action="store_false", help="no camera calibration")
+    parser.add_argument("--bystander", action="store_true",
+                        help="the camera shows a bystander's face over the middle half of the recording")
     study = parser.add_argument_group("study block", "the recorder's claims; without any of these, capture.json "
                                                      "has no study block")
     study.add_argument("--headset-id", help="the study's headset ID")
@@ -745,6 +809,7 @@ def run(args: argparse.Namespace) -> int:
             recorded_at=args.recorded_at or datetime.now(UTC).replace(microsecond=0),
             task_spec=args.task_spec,
             calibration=args.calibration,
+            bystander=args.bystander,
         )
     except (ValueError, FileExistsError, SourceError) as exc:
         print(f"generate: {exc}", file=sys.stderr)

@@ -1,7 +1,10 @@
-"""The release journey in the browser, with a real worker: a coordinator asks for a release of three episodes, an
-ethics officer reviews an episode in the viewer (video, timeline, plots and hands follow the playhead) and
+"""The release journey in the browser, with a real worker: a coordinator asks for a release of three episodes whose
+camera shows a bystander's face, an ethics officer reviews the faces the detector found (removes a detection, adds a
+box over each episode) and then the episode in the viewer (video, timeline, plots and hands follow the playhead) and
 approves, a second officer approves, the release completes and its objects verify against the signed manifest; under
-the demo's redact policy the published videos have the officer's box filled."""
+the demo's redact policy the published videos have every kept detection and the officer's box filled, and not the
+removed detection; each published shard verifies against its receipt, they assemble into a dataset that verifies,
+and the dataset is kept for LeRobot's own reader (tests/compat/lerobot_check.sh --also)."""
 
 from __future__ import annotations
 
@@ -15,17 +18,20 @@ import pytest
 from django.core.files.storage import storages
 from django_scopes import scope
 
+from exporter.assemble import assemble_dataset, verify_dataset
 from exporter.generate import generate_capture
-from exporter.receipt import file_digest
+from exporter.receipt import file_digest, verify_shard
 from exporter.redact import FILL_YUV, fill_rect
 from exporter.release import verify_release
 from portal.core import storage
 from portal.core.signing import public_key
 from portal.faces.models import FaceDetection
+from portal.faces.services import review
 from portal.recordings.demo import demo_registry
 from portal.recordings.models import Episode
 from portal.recordings.services.ingest import ingest_path
 from portal.releases.models import ReleaseRequest
+from tests.portal.research.lerobot_kept import keep_for_lerobot
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
 
@@ -64,15 +70,35 @@ def frame_of(page) -> int:
     return int(page.get_attribute("#viewer", "data-frame"))
 
 
+def decoded_luma(video: Path) -> list[np.ndarray]:
+    with av.open(str(video)) as media:
+        return [frame.to_ndarray(format="yuv420p")[: frame.height] for frame in media.decode(video=0)]
+
+
+def fill_error(luma: np.ndarray, box) -> np.ndarray:
+    """How far each pixel of ``box``'s filled rectangle (its margin added, as the redaction fills it) is from
+    the fill."""
+    height, width = luma.shape
+    x0, y0, x1, y1 = fill_rect(box, width, height)
+    return np.abs(luma[y0:y1, x0:x1].astype(int) - FILL_YUV[0])
+
+
+def is_filled(luma: np.ndarray, box) -> bool:
+    # The encoder rings a little at the rectangle's edge; inside it, the fill within a few levels.
+    inside = fill_error(luma, box)
+    return bool(inside.mean() <= 2 and inside[2:-2, 2:-2].max() <= 12)
+
+
 @pytest.mark.django_db(transaction=True)
-def test_request_review_approve_twice_and_release(demo, pipeline_worker, page, login, shot, tmp_path):
+def test_request_review_approve_twice_and_release(demo, pipeline_worker, page, login, shot, tmp_path, test_output):
     registry = demo_registry()
     recorded_at = datetime.now(UTC).replace(microsecond=0) - timedelta(days=1)
     with scope(study=demo):
         for seed in (1, 2, 3):
+            # A bystander walks into view: the camera shows a face 40 px tall over the middle half of the frames.
             source = generate_capture(tmp_path / f"capture-{seed}", seconds=4.0, rate_hz=15, seed=seed, width=160,
                                       height=120, retries=2, capture_id=f"release-journey-{seed}",
-                                      study=registry.study_block(), recorded_at=recorded_at)
+                                      study=registry.study_block(), recorded_at=recorded_at, bystander=True)
             ingest_path(registry.coordinator, demo, source)
     wait_for(lambda: verified_count(demo) == 3, 180, "three verified episodes")
 
@@ -89,17 +115,48 @@ def test_request_review_approve_twice_and_release(demo, pipeline_worker, page, l
     wait_for(lambda: faces_detected(demo) == 3, 300, "faces detected in the three episodes")
     sign_out(page)
     login(page, "ethics1", "ceres-demo-ethics1")
+    removed = None  # (frame, index, box) of the detection the officer removes in episode 0
     for index in range(3):
         page.goto(f"/studies/demo/releases/1/episodes/{index}/")
         page.wait_for_selector("#faces-state")
         assert page.locator("#faces-review .attention").count() == 1  # not reviewed yet
+        assert page.locator("#faces-timeline .faces-seek").count() >= 1  # the detector found the bystander
+        if index == 0:
+            # The officer opens the detections, seeks to one in the middle (its box drawn over the video, and
+            # listed under the frame ranges as the detections at that frame) and removes it there as false.
+            page.set_viewport_size({"width": 1280, "height": 1000})
+            until(page, "() => !!document.getElementById('faces-overlay')")
+            page.click("#faces-detections summary")
+            rows = page.locator("#faces-detections tbody tr")
+            row = rows.nth(rows.count() // 2)
+            frame = int(row.locator(".faces-seek").get_attribute("data-frame"))
+            number = int(row.locator("td").nth(1).inner_text())
+            box = tuple(float(v) for v in row.locator("td").nth(2).inner_text().split())
+            row.locator(".faces-seek").click()
+            until(page, f"() => document.getElementById('viewer').dataset.frame === '{frame}'")
+            page.evaluate("window.scrollTo(0, 0)")  # the video in its place: its box drawn over the bystander
+            shot(page, "release-faces-remove-detection")
+            at_frame = page.locator(f"#faces-at-frame li[data-frame='{frame}'][data-index='{number}']")
+            at_frame.wait_for()
+            assert page.locator("#faces-at-frame li").count() == 1  # one face in view
+            listed = at_frame.locator("span").inner_text().split(" · ")[1]
+            assert tuple(float(v) for v in listed.split()) == pytest.approx(box)
+            at_frame.locator("button", has_text="Remove").click()
+            page.locator(".messages", has_text=f"Detection {number} of frame {frame} removed.").wait_for()
+            removed = (frame, number, box)
+            page.click("#faces-detections summary")
+            row = page.locator(f"#faces-detections tbody tr:has(.faces-seek[data-frame='{frame}'])")
+            row.locator(".faces-seek").click()  # the video at that frame again: the detection listed as removed
+            page.locator(f"#faces-at-frame li.removed[data-index='{number}']").wait_for(state="attached")
+            assert page.locator("#faces-detections tbody tr.removed").count() == 1
+            assert "1 detection(s) removed by officers" in page.locator("#faces-state").inner_text()
         page.fill("#id_keyframes", "0 10 10 40 40\n20 20 20 50 50")
         page.click("#faces-add-box button[type=submit]")
         page.locator(".messages", has_text="Box added over frames 0 to 20.").wait_for()
         if index == 0:
             until(page, "() => !!document.getElementById('faces-overlay')")
-            page.set_viewport_size({"width": 1280, "height": 1000})
-            page.locator("#faces").scroll_into_view_if_needed()
+            page.click("#faces-detections summary")  # the removed detection listed as removed
+            page.evaluate("window.scrollTo(0, 0)")
             shot(page, "release-faces-review")
         page.click("#faces-mark-reviewed button")
         page.locator("#faces-review", has_text="Reviewed by ethics1").wait_for()
@@ -175,19 +232,42 @@ def test_request_review_approve_twice_and_release(demo, pipeline_worker, page, l
     manifest = verify_release(Path(folder), public_key())
     assert [a["officer"] for a in manifest["approvals"]] == ["ethics1", "ethics2"]
     # Under the demo's redact policy each episode is published as its derived shard: the manifest names both
-    # receipts, and the box the officer added over frames 0 to 20 is filled in the released video.
+    # receipts and counts the officer's changes; in the released video every detection but the removed one is
+    # filled, the removed one is not, and neither is the box the officer added over frames 0 to 20.
     with scope(study=demo):
-        items = {item.episode_index: item for item in release_request.items.all()}
+        items = {item.episode_index: item for item in release_request.items.select_related("episode")}
+        detected = {index: review.detected_boxes(review.load(review.current_detection(item.episode)))
+                    for index, item in items.items()}
     assert [entry["episode_index"] for entry in manifest["redacted_episodes"]] == sorted(items)
     for entry in manifest["redacted_episodes"]:
-        item = items[entry["episode_index"]]
+        index = entry["episode_index"]
+        item = items[index]
         assert entry["original_receipt_sha256"] == item.receipt_sha256 != entry["receipt_sha256"]
         assert entry["redaction"]["officer_added"] == 1 and entry["redaction"]["reviewed_by"] == "ethics1"
-        video = next((folder / item.folder).rglob("*.mp4"))
+        assert entry["redaction"]["officer_removed"] == (1 if index == 0 else 0)
+        shard = folder / item.folder
+        assert verify_shard(shard) == []  # the derived shard against its own receipt
+        video = next(shard.rglob("*.mp4"))
         original = next(f["sha256"] for f in item.files if f["path"].endswith(".mp4"))
         assert file_digest(video)[0] != original
-        with av.open(str(video)) as media:
-            first = next(media.decode(video=0))
-            luma = first.to_ndarray(format="yuv420p")[: first.height]
-        x0, y0, x1, y1 = fill_rect((10, 10, 40, 40), first.width, first.height)
-        assert np.abs(luma[y0:y1, x0:x1].astype(int) - FILL_YUV[0]).mean() <= 2
+        frames = decoded_luma(video)
+        assert len(frames) == item.episode.length
+        assert sum(map(len, detected[index].values())) >= 10, "the detector found the bystander's face"
+        for frame, boxes in detected[index].items():
+            for number, (box, _score) in enumerate(boxes):
+                if index == 0 and (frame, number) == removed[:2]:
+                    assert box == pytest.approx(removed[2], abs=0.06)  # the page shows boxes to 0.1 px
+                    # The bystander is still there, unfilled: the officer took the detection for a false one.
+                    assert not is_filled(frames[frame], box) and fill_error(frames[frame], box).std() > 10
+                else:
+                    assert is_filled(frames[frame], box), (index, frame, box)
+        assert all(is_filled(frames[frame], key) for frame, key in ((0, (10, 10, 40, 40)), (20, (20, 20, 50, 50))))
+    assert removed[:2] in {(frame, number) for frame, boxes in detected[0].items() for number in range(len(boxes))}
+
+    # The released shards assemble into a study dataset that conforms (verify_dataset), kept for LeRobot's reader:
+    # tests/compat/lerobot_check.sh --also loads it and compares its pixels with these redacted videos.
+    ordered = [items[index] for index in sorted(items)]
+    dataset = tmp_path / "dataset"
+    assemble_dataset(dataset, [folder / item.folder for item in ordered])
+    assert verify_dataset(dataset) == []
+    keep_for_lerobot(test_output, "portal-release-faces", dataset, ordered, folder, camera="160x120")

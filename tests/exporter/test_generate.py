@@ -20,6 +20,8 @@ from exporter.generate import (
     RAW_CAMERA_DEVICE_ID,
     RAW_USER_AGENT,
     add_arguments,
+    bystander_box,
+    bystander_frames,
     generate_capture,
     read_frame_code,
     run,
@@ -249,6 +251,33 @@ def test_same_seed_gives_the_same_capture(tmp_path):
     assert other["journal.ndjson"] != first["journal.ndjson"]
 
 
+def test_a_bystander_shows_a_face_the_detector_finds_over_the_middle_half(tmp_path):
+    from exporter.faces.detector import detect_image
+
+    folder = small(tmp_path, seconds=2, rate_hz=10, width=160, height=120, retries=0, bystander=True)
+    with av.open(str(folder / "media/camera.mp4")) as container:
+        frames = [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
+    assert bystander_frames(len(frames)) == range(5, 15)
+    # The face stays below the frame-code band: every frame still carries its number.
+    assert [read_frame_code(frame) for frame in frames] == list(range(len(frames)))
+    for index in (0, 5, 14, 19):
+        truth = bystander_box(index, 160, 120, len(frames))
+        boxes, _ = detect_image(frames[index])
+        if truth is None:
+            assert len(boxes) == 0, index
+            continue
+        assert truth[3] - truth[1] == pytest.approx(40, abs=1) and truth[1] >= 120 // 3
+        assert len(boxes) == 1, index
+        x0, y0, x1, y1 = boxes[0]
+        overlap = max(0, min(x1, truth[2]) - max(x0, truth[0])) * max(0, min(y1, truth[3]) - max(y0, truth[1]))
+        assert overlap >= 0.5 * (truth[2] - truth[0]) * (truth[3] - truth[1]), (index, boxes[0], truth)
+    # Without a bystander the same seed's pictures show no face.
+    plain = small(tmp_path, "plain", seconds=2, rate_hz=10, width=160, height=120, retries=0)
+    with av.open(str(plain / "media/camera.mp4")) as container:
+        middle = [f.to_ndarray(format="rgb24") for f in container.decode(video=0)][10]
+    assert len(detect_image(middle)[0]) == 0
+
+
 def test_refuses_bad_options_and_existing_output(tmp_path):
     small(tmp_path, "taken", camera="none")
     with pytest.raises(FileExistsError):
@@ -257,6 +286,8 @@ def test_refuses_bad_options_and_existing_output(tmp_path):
         small(tmp_path, camera="avi")
     with pytest.raises(ValueError, match="needs a camera file"):
         small(tmp_path, camera="none", microphone="track")
+    with pytest.raises(ValueError, match="bystander needs a camera at least 96 pixels high"):
+        small(tmp_path, bystander=True)
     with pytest.raises(ValueError, match="too few"):
         small(tmp_path, seconds=0.5, retries=4)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"]

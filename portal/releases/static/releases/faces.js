@@ -1,7 +1,9 @@
 // The faces overlay of the review viewer: the episode's detections and officers' added boxes drawn over the video
-// at its current frame; the frame ranges and detection rows seek the video; an ethics officer may drag a box on
-// the video to add it as a keyframe line of the "Add a box" form. No inline script (CSP): data comes from
-// data-faces-url and the viewer's review.json (for the frame rate).
+// at its current frame; the frame ranges and detection rows seek the video; the detections at the current frame
+// are listed under the ranges, each with a Remove button for an ethics officer (posting the remove-detection form,
+// whatever the frame: the page's table lists only the first 500); an ethics officer may drag a box on the video to
+// add it as a keyframe line of the "Add a box" form. No inline script (CSP): data comes from data-faces-url and
+// the viewer's review.json (for the frame rate).
 (function () {
   "use strict";
   const section = document.getElementById("faces");
@@ -65,6 +67,43 @@
       if (b) { box(b, "#0a7", false); }
     });
     if (dragging) { box(dragging.box, "#fa0", true); }
+    listFrame(frame);
+  };
+
+  // The detections at the current frame, each removable by an ethics officer.
+  const atFrame = document.getElementById("faces-at-frame");
+  const removeForm = document.getElementById("faces-remove-at-frame");
+  let listed = null;
+  const listFrame = function (frame) {
+    if (!atFrame || !faces || frame === listed) { return; }
+    listed = frame;
+    atFrame.querySelector(".faces-at-frame-number").textContent = frame;
+    const list = atFrame.querySelector(".faces-at-frame-list");
+    list.replaceChildren();
+    const found = byFrame.get(frame) || [];
+    atFrame.querySelector(".empty").hidden = found.length > 0;
+    found.forEach(function (d) {
+      const item = document.createElement("li");
+      item.dataset.frame = d.frame; item.dataset.index = d.index;
+      const text = document.createElement("span");
+      text.className = "mono";
+      text.textContent = "#" + d.index + " · " + d.box.join(" ") + " · score " + d.score;
+      item.appendChild(text);
+      if (d.removed) {
+        item.className = "removed"; item.appendChild(document.createTextNode(" · removed"));
+      } else if (removeForm) {
+        const button = document.createElement("button");
+        button.type = "button"; button.className = "small secondary";
+        button.textContent = "Remove";
+        button.addEventListener("click", function () {
+          removeForm.elements.frame.value = d.frame; removeForm.elements.index.value = d.index;
+          removeForm.submit();
+        });
+        item.appendChild(document.createTextNode(" "));
+        item.appendChild(button);
+      }
+      list.appendChild(item);
+    });
   };
 
   const load = function () {
