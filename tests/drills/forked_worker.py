@@ -169,7 +169,7 @@ def _stop_before(count: int, marker: Path, resume_on: Path | None, counter: Path
                 counter.write_text(str(seen[0]))
             if reached:
                 staged = marker.with_name(marker.name + ".part")
-                staged.write_text(f"{what} {args[1] if len(args) > 1 else args[0]}")
+                staged.write_text(f"{what} {args[3] if what == 'copy' else args[1] if len(args) > 1 else args[0]}")
                 staged.rename(marker)
                 while resume_on is None or not resume_on.exists():
                     time.sleep(0.05)
@@ -178,6 +178,7 @@ def _stop_before(count: int, marker: Path, resume_on: Path | None, counter: Path
         return wrapper
 
     storage.put = counted("put", storage.put)
+    storage.copy = counted("copy", storage.copy)  # a release's objects: a server-side copy or a hard link
     FileSystemStorage.delete = counted("delete", FileSystemStorage.delete)
     try:
         from storages.backends.s3 import S3Storage
