@@ -238,12 +238,12 @@ def _multipart_etag(part_md5s: list[bytes]) -> str:
     return f"{joined.hexdigest()}-{len(part_md5s)}"
 
 
-def _read_source(source: Storage, source_name: str, sha256: str, size: int, part_bytes: int) \
-        -> tuple[str, list[bytes]]:
-    """Read the source once: its ETag and the MD5 of each ``part_bytes`` part of its bytes (one part for an object
-    no larger); ``SourceMismatch`` unless its SHA-256 and length are the receipt's (and, stored in one part and
-    read in one, its ETag is its bytes' MD5)."""
-    client = source.connection.meta.client
+def _read_source(source: Storage, source_name: str, sha256: str, size: int, part_bytes: int, *, keep: bool = False) \
+        -> tuple[str, list[bytes], dict]:
+    """Read the source once: its ETag, the MD5 of each ``part_bytes`` part of its bytes (one part for an object
+    no larger) and (``keep``) the bytes themselves and its content type; ``SourceMismatch`` unless its SHA-256 and
+    length are the receipt's (and, stored in one part and read in one, its ETag is its bytes' MD5)."""
+    client = source.bucket.meta.client
     try:
         response = client.get_object(Bucket=source.bucket_name, Key=source_name)
     except ClientError as exc:
@@ -251,9 +251,11 @@ def _read_source(source: Storage, source_name: str, sha256: str, size: int, part
             raise FileNotFoundError(f"no object {source_name}") from None
         raise
     body, etag = response["Body"], _etag(response["ETag"])
-    whole, part, parts, filled, length = hashlib.sha256(), _md5(), [], 0, 0
+    whole, part, parts, filled, length, kept = hashlib.sha256(), _md5(), [], 0, 0, []
     try:
         while block := body.read(CHUNK):
+            if keep:
+                kept.append(block)
             length += len(block)
             whole.update(block)
             view = memoryview(block)
@@ -272,17 +274,24 @@ def _read_source(source: Storage, source_name: str, sha256: str, size: int, part
     if (whole.hexdigest(), length) != (sha256, size) or (len(parts) == 1 and "-" not in etag
                                                          and etag != parts[0].hex()):
         raise SourceMismatch(f"{source_name}: the stored object does not match its receipt")
-    return etag, parts
+    return etag, parts, {"data": b"".join(kept), "content_type": response.get("ContentType")} if keep else {}
+
+
+# Objects no larger than this are stored from the bytes just read and checked (a PUT with their MD5, which the
+# gateway checks) instead of copied: a server-side copy costs Swift a look-up, a GET and a PUT of its own, more than
+# the PUT of a small object (bench/release.py; docs/releases.md).
+INLINE_BYTES = 1 << 20
 
 
 def _copy_s3(source, source_name, target, name, sha256, size, *, maybe_present) -> bool:
     part_bytes = settings.CERES_S3_COPY_PART_BYTES
-    etag, parts = _read_source(source, source_name, sha256, size, part_bytes)
+    inline = size <= INLINE_BYTES
+    etag, parts, read = _read_source(source, source_name, sha256, size, part_bytes, keep=inline)
     # A source stored in parts is copied in parts too: copying it whole, a gateway may give the copy the source's
     # ETag (Swift does) rather than one made from the bytes it wrote, and that would vouch for nothing.
-    multipart = size > 0 and (size > part_bytes or "-" in etag)
+    multipart = not inline and size > 0 and (size > part_bytes or "-" in etag)
     expected = _multipart_etag(parts) if multipart else parts[0].hex()
-    client = target.connection.meta.client
+    client = target.bucket.meta.client
     if maybe_present:
         try:
             head = client.head_object(Bucket=target.bucket_name, Key=name)
@@ -294,7 +303,9 @@ def _copy_s3(source, source_name, target, name, sha256, size, *, maybe_present) 
                 return True
     copied_from = {"Bucket": source.bucket_name, "Key": source_name}
     try:
-        if multipart:
+        if inline:
+            placed = put_object(client, target.bucket_name, name, read["data"], parts[0], read["content_type"])
+        elif multipart:
             placed = copy_parts(client, copied_from, etag, target.bucket_name, name, size, part_bytes, parts)
         else:
             placed = copy_object(client, copied_from, etag, target.bucket_name, name)
@@ -306,6 +317,17 @@ def _copy_s3(source, source_name, target, name, sha256, size, *, maybe_present) 
         target.delete(name)
         raise ObjectMismatch(f"{name}: the copy does not match its receipt (ETag {placed}, not {expected})")
     return False
+
+
+def put_object(client, bucket: str, name: str, data: bytes, md5: bytes, content_type: str | None) -> str:
+    """One PUT of bytes already checked, with their MD5 (``Content-MD5``: the gateway refuses bytes that arrive
+    otherwise); the stored object's ETag."""
+    import base64
+
+    extra = {"ContentType": content_type} if content_type else {}
+    result = client.put_object(Bucket=bucket, Key=name, Body=data, ContentMD5=base64.b64encode(md5).decode(),
+                               **extra)
+    return _etag(result["ETag"])
 
 
 def copy_object(client, copied_from: dict, etag: str, bucket: str, name: str) -> str:

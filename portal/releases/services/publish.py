@@ -11,6 +11,7 @@ checked. A released request is never touched again.
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from django.conf import settings
@@ -60,6 +61,15 @@ def claim_release(request_id: int) -> ReleaseRequest | None:
             record(None, "release.resumed", release, after={"attempt": executed.attempts,
                                                              "objects_copied_before": executed.objects_copied})
         return release
+
+
+HEARTBEAT_SECONDS = 0.5
+
+
+def _heartbeat_every() -> float:
+    """How often progress and the lease are written while objects are copied: every HEARTBEAT_SECONDS, or a
+    quarter of the lease when that is shorter (the drills' one-second leases)."""
+    return min(HEARTBEAT_SECONDS, settings.CERES_RELEASE_LEASE_SECONDS / 4)
 
 
 def _heartbeat(executed: Release, copied: int, found: int) -> None:
@@ -152,18 +162,25 @@ def _publish(release: ReleaseRequest) -> None:
 
     copied = found = 0
     # Objects are copied side by side (on S3 by the gateway itself, see ``storage.copy``); progress
-    # and the lease are written from this thread, which alone uses the database. The first error stops the
-    # job (the copies not started are dropped, those under way finish) and the task retries.
+    # and the lease are written from this thread, which alone uses the database, at most every
+    # HEARTBEAT_SECONDS (each write is a commit: one per object cost more than a small object's copy), and
+    # when the copies end or fail. The first error stops the job (the copies not started are dropped, those
+    # under way finish) and the task retries.
+    written = time.monotonic()
     with ThreadPoolExecutor(max_workers=settings.CERES_RELEASE_THREADS, thread_name_prefix="release") as pool:
         futures = [pool.submit(place, copy) for copy in copies]
         try:
             for future in as_completed(futures):  # progress as copies finish, in whatever order
-                copied += 1
                 found += future.result()
-                _heartbeat(executed, copied, found)
+                copied += 1
+                if time.monotonic() - written >= _heartbeat_every():
+                    _heartbeat(executed, copied, found)
+                    written = time.monotonic()
         except BaseException:
             pool.shutdown(cancel_futures=True)
+            _heartbeat(executed, copied, found)
             raise
+    _heartbeat(executed, copied, found)
     card_files, data, signature = _sign_once(release, [redacted.manifest_entry(item, derived[item.pk])
                                                        for item in items if item.pk in derived])
     # The card and metadata files, then the manifest that lists them and its signature, last.
@@ -171,12 +188,13 @@ def _publish(release: ReleaseRequest) -> None:
         name = executed.prefix + filename
         expected.add(name)
         sha256, size = bytes_digest(content)
-        if storage.matches(releases, name, sha256, size):
+        # Not listed when this attempt began: not there (this attempt holds the lease), so nothing to read first.
+        if name in present and storage.matches(releases, name, sha256, size):
             found += 1
         else:
             storage.put_checked(releases, name, ContentFile(content), sha256, size)
         copied += 1
-        _heartbeat(executed, copied, found)
+    _heartbeat(executed, copied, found)
     present = set(storage.walk(releases, executed.prefix))
     if present != expected:
         missing, extra = sorted(expected - present), sorted(present - expected)

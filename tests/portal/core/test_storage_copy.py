@@ -93,7 +93,7 @@ def s3(settings):
 
 
 def etag(stored, name: str) -> str:
-    return stored.connection.meta.client.head_object(Bucket=stored.bucket_name, Key=name)["ETag"].strip('"')
+    return stored.bucket.meta.client.head_object(Bucket=stored.bucket_name, Key=name)["ETag"].strip('"')
 
 
 def no_read_back(monkeypatch):
@@ -106,9 +106,11 @@ def no_read_back(monkeypatch):
 
 
 @pytest.mark.s3
-def test_s3_copies_on_the_gateway_checks_the_etag_and_never_reads_the_copy_back(s3, monkeypatch):
+@pytest.mark.parametrize("size", [1_500_000, 20_000])
+def test_s3_copies_on_the_gateway_checks_the_etag_and_never_reads_the_copy_back(s3, monkeypatch, size):
+    """Above ``INLINE_BYTES`` a ``CopyObject``; a small object is stored from the bytes read (with their MD5)."""
     shards, releases, prefix = s3
-    data = os.urandom(1_500_000)
+    data = os.urandom(size)
     storage.put(shards, prefix + "object", ContentFile(data))
     with monkeypatch.context() as patched:
         no_read_back(patched)
@@ -124,7 +126,7 @@ def test_s3_copies_large_objects_in_parts_each_checked(s3, settings, monkeypatch
     shards, releases, prefix = s3
     settings.CERES_S3_COPY_PART_BYTES = 5 * 1024 * 1024
     data = os.urandom(12 * 1024 * 1024)
-    client = shards.connection.meta.client
+    client = shards.bucket.meta.client
     if stored_in_parts:  # as django-storages stores a large object: boto3's transfer manager, 8 MiB parts
         storage.put(shards, prefix + "object", ContentFile(data))
         assert etag(shards, prefix + "object").endswith("-2")
@@ -164,13 +166,13 @@ def test_s3_source_that_does_not_match_its_receipt_is_refused_and_nothing_is_cop
 @pytest.mark.s3
 def test_s3_source_replaced_after_it_was_read_is_not_copied(s3, monkeypatch):
     shards, releases, prefix = s3
-    data = b"checked bytes" * 1000
+    data = b"checked bytes" * 100_000
     storage.put(shards, prefix + "object", ContentFile(data))
     read = storage._read_source
 
     def replaced_after_reading(*args, **kwargs):
         found = read(*args, **kwargs)
-        storage.put(shards, prefix + "object", ContentFile(b"other bytes" * 1000))
+        storage.put(shards, prefix + "object", ContentFile(b"other bytes" * 100_000))
         return found
 
     monkeypatch.setattr(storage, "_read_source", replaced_after_reading)
@@ -180,12 +182,13 @@ def test_s3_source_replaced_after_it_was_read_is_not_copied(s3, monkeypatch):
 
 
 @pytest.mark.s3
-def test_s3_copy_whose_etag_is_not_the_checked_bytes_is_deleted(s3, monkeypatch):
+@pytest.mark.parametrize(("size", "request_"), [(1_300_000, "copy_object"), (1000, "put_object")])
+def test_s3_copy_whose_etag_is_not_the_checked_bytes_is_deleted(s3, monkeypatch, size, request_):
     shards, releases, prefix = s3
-    data = b"checked bytes" * 1000
+    data = os.urandom(size)
     storage.put(shards, prefix + "object", ContentFile(data))
-    copy_object = storage.copy_object
-    monkeypatch.setattr(storage, "copy_object", lambda *args: copy_object(*args) and "0" * 32)
+    made = getattr(storage, request_)
+    monkeypatch.setattr(storage, request_, lambda *args: made(*args) and "0" * 32)
     with pytest.raises(ObjectMismatch, match="the copy does not match its receipt"):
         storage.copy(shards, prefix + "object", releases, prefix + "copy", *digest_of(data))
     assert storage.walk(releases, prefix) == []
@@ -200,14 +203,14 @@ def test_s3_part_that_does_not_match_aborts_the_upload_and_leaves_no_object(s3, 
     read = storage._read_source
 
     def second_part_read_otherwise(*args, **kwargs):
-        found_etag, parts = read(*args, **kwargs)
-        return found_etag, [parts[0], md5(b"other").digest(), *parts[2:]]
+        found_etag, parts, kept = read(*args, **kwargs)
+        return found_etag, [parts[0], md5(b"other").digest(), *parts[2:]], kept
 
     monkeypatch.setattr(storage, "_read_source", second_part_read_otherwise)
     with pytest.raises(ObjectMismatch, match="part 2 of the copy does not match"):
         storage.copy(shards, prefix + "object", releases, prefix + "copy", *digest_of(data))
     assert storage.walk(releases, prefix) == []
-    uploads = releases.connection.meta.client.list_multipart_uploads(Bucket=releases.bucket_name, Prefix=prefix)
+    uploads = releases.bucket.meta.client.list_multipart_uploads(Bucket=releases.bucket_name, Prefix=prefix)
     assert uploads.get("Uploads", []) == []
 
 
@@ -220,7 +223,7 @@ def test_the_gateway_keeps_no_sha256_checksum_and_copies_an_object_in_parts_with
     import base64
 
     shards, releases, prefix = s3
-    client = shards.connection.meta.client
+    client = shards.bucket.meta.client
     data = os.urandom(1024)
     wrong = base64.b64encode(b"\0" * 32).decode()
     client.put_object(Bucket=shards.bucket_name, Key=prefix + "checksummed", Body=data, ChecksumSHA256=wrong)
