@@ -11,10 +11,11 @@ from __future__ import annotations
 import errno
 import fcntl
 import hashlib
+import mimetypes
 import os
 import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
@@ -25,7 +26,7 @@ from django.core.files import File
 from django.core.files.storage import Storage, storages
 from django.db import InterfaceError, OperationalError
 
-from exporter.receipt import stream_digest
+from exporter.receipt import bytes_digest, stream_digest
 
 CHUNK = 1 << 20
 
@@ -155,7 +156,22 @@ class ObjectMismatch(Exception):
 
 def put_checked(storage: Storage, name: str, content: IO[bytes] | Path, sha256: str, size: int) -> None:
     """Store ``content`` under ``name`` and check the stored object, read back, against ``sha256`` and ``size``;
-    a copy that does not match is deleted and ``ObjectMismatch`` raised."""
+    a copy that does not match is deleted and ``ObjectMismatch`` raised. Small bytes on S3 (a card file, a manifest)
+    are checked against the receipt here and stored with their ``Content-MD5``, the stored object's ETag checked
+    against it instead of read back (``copy`` explains why the ETag proves the bytes)."""
+    data = getattr(content, "file", None)
+    if _is_s3(storage) and size <= INLINE_BYTES and isinstance(getattr(data, "getvalue", None), Callable):
+        raw = data.getvalue()
+        if bytes_digest(raw) != (sha256, size):
+            raise ObjectMismatch(f"{name}: the bytes to store do not match their receipt")
+        md5 = _md5()
+        md5.update(raw)
+        content_type = mimetypes.guess_type(name)[0] or "application/octet-stream"  # as django-storages sets it
+        if put_object(storage.bucket.meta.client, storage.bucket_name, name, raw, md5.digest(), content_type) \
+                != md5.hexdigest():
+            storage.delete(name)
+            raise ObjectMismatch(f"{name}: the stored copy does not match its receipt")
+        return
     put(storage, name, content)
     if not matches(storage, name, sha256, size):
         storage.delete(name)
@@ -187,10 +203,11 @@ def copy(source: Storage, source_name: str, target: Storage, name: str, sha256: 
     source is gone.
 
     - Both S3 on one endpoint: the source is read once, its SHA-256 checked against the receipt and its MD5 taken
-      on the way; the gateway copies it (``CopyObject``; above ``CERES_S3_COPY_PART_BYTES``, a multipart upload of
-      ``UploadPartCopy`` parts), only if the source is still the object read (``x-amz-copy-source-if-match``); the
-      copy's ETag, which the store computes from the bytes it wrote, must be the MD5 of the checked bytes (of each
-      part, for a multipart copy). No byte passes through this process twice.
+      on the way; the gateway copies it (``CopyObject``; above ``CERES_S3_COPY_PART_BYTES`` or for a source stored
+      in parts, a multipart upload of ``UploadPartCopy`` parts), a single-part source only if it is still the
+      object read (``x-amz-copy-source-if-match``); an object of at most ``INLINE_BYTES`` is stored from the bytes
+      read instead (a PUT with their ``Content-MD5``). The copy's ETag, which the store computes from the bytes it
+      wrote, must be the MD5 of the checked bytes (of each part, for a multipart copy). Nothing is read back.
     - Local folders: a hard link (a reflink, or a copy, where the file system refuses one), then the placed
       file hashed once against the receipt.
     - Anything else: fetched to a scratch file, checked, stored and read back (``put_checked``).

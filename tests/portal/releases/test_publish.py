@@ -93,7 +93,7 @@ def test_a_release_is_copied_checked_signed_and_verifies_with_the_public_key(app
 def test_a_rerun_after_a_storage_outage_counts_objects_in_place_and_duplicates_none(approved, monkeypatch, settings,
                                                                                      threads):
     settings.CERES_RELEASE_THREADS = threads
-    copy, put, calls, stored = storage.copy, storage.put, [], []
+    copy, put, calls, stored = storage.copy, storage.put_checked, [], []
 
     def failing_copy(*args, **kwargs):
         calls.append(args[3])
@@ -110,7 +110,7 @@ def test_a_rerun_after_a_storage_outage_counts_objects_in_place_and_duplicates_n
         return result
 
     monkeypatch.setattr(storage, "copy", failing_copy)
-    monkeypatch.setattr(storage, "put", counted_put)
+    monkeypatch.setattr(storage, "put_checked", counted_put)
     with pytest.raises(BotoConnectionError):
         publish_now(approved)
     stalled = load(approved)
