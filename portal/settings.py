@@ -480,6 +480,10 @@ CERES_RELEASE_RECEIPT_MAX_AGE_HOURS = env_int("CERES_RELEASE_RECEIPT_MAX_AGE_HOU
 CERES_APPROVAL_SECOND_FACTOR_MINUTES = env_int("CERES_APPROVAL_SECOND_FACTOR_MINUTES", 10, minimum=1, maximum=720)
 # How many objects a release copies at once (bench/release.py measures the choice).
 CERES_RELEASE_THREADS = env_int("CERES_RELEASE_THREADS", 8, minimum=1, maximum=64)
+# On S3, an object larger than this is copied server-side in parts of this size (UploadPartCopy) rather than by
+# one CopyObject (S3 takes at most 5 GiB in one; a part at least 5 MiB); core/storage.copy.
+CERES_S3_COPY_PART_BYTES = env_int("CERES_S3_COPY_PART_BYTES", 256 * 1024 * 1024, minimum=5 * 1024 * 1024,
+                                   maximum=5 * 1024 * 1024 * 1024)
 # Researcher access: the longest grant a coordinator or ethics officer may give at once; how long a download
 # link lives (S3 presigned, or a portal link on local storage); how many links one request may ask for; the
 # largest one-dataset download.

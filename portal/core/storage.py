@@ -8,18 +8,25 @@ paginated listing, not one request per folder.
 
 from __future__ import annotations
 
+import errno
+import fcntl
+import hashlib
+import mimetypes
+import os
 import re
-from collections.abc import Iterator
+import shutil
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
 from botocore.exceptions import ClientError, ConnectionError, HTTPClientError
+from django.conf import settings
 from django.core.files import File
 from django.core.files.storage import Storage, storages
 from django.db import InterfaceError, OperationalError
 
-from exporter.receipt import stream_digest
+from exporter.receipt import bytes_digest, stream_digest
 
 CHUNK = 1 << 20
 
@@ -149,7 +156,22 @@ class ObjectMismatch(Exception):
 
 def put_checked(storage: Storage, name: str, content: IO[bytes] | Path, sha256: str, size: int) -> None:
     """Store ``content`` under ``name`` and check the stored object, read back, against ``sha256`` and ``size``;
-    a copy that does not match is deleted and ``ObjectMismatch`` raised."""
+    a copy that does not match is deleted and ``ObjectMismatch`` raised. Small bytes on S3 (a card file, a manifest)
+    are checked against the receipt here and stored with their ``Content-MD5``, the stored object's ETag checked
+    against it instead of read back (``copy`` explains why the ETag proves the bytes)."""
+    data = getattr(content, "file", None)
+    if _is_s3(storage) and size <= INLINE_BYTES and isinstance(getattr(data, "getvalue", None), Callable):
+        raw = data.getvalue()
+        if bytes_digest(raw) != (sha256, size):
+            raise ObjectMismatch(f"{name}: the bytes to store do not match their receipt")
+        md5 = _md5()
+        md5.update(raw)
+        content_type = mimetypes.guess_type(name)[0] or "application/octet-stream"  # as django-storages sets it
+        if put_object(storage.bucket.meta.client, storage.bucket_name, name, raw, md5.digest(), content_type) \
+                != md5.hexdigest():
+            storage.delete(name)
+            raise ObjectMismatch(f"{name}: the stored copy does not match its receipt")
+        return
     put(storage, name, content)
     if not matches(storage, name, sha256, size):
         storage.delete(name)
@@ -166,6 +188,241 @@ def fetch_checked(storage: Storage, name: str, target: Path, sha256: str, size: 
         target.unlink(missing_ok=True)
         raise ObjectMismatch(f"{name}: the stored object does not match its receipt")
     return target
+
+
+class SourceMismatch(ObjectMismatch):
+    """The object to copy does not match its receipt (the copy was not made, or was removed)."""
+
+
+def copy(source: Storage, source_name: str, target: Storage, name: str, sha256: str, size: int, *,
+         maybe_present: bool = True) -> bool:
+    """Place under ``name`` in ``target`` an object proven byte-identical to ``source_name`` in ``source`` and to its
+    receipt (``sha256``, ``size``), moving the bytes as little as the storages allow; whether it was found in
+    place already (``maybe_present``: look before copying). ``SourceMismatch`` when the source does not match its
+    receipt, ``ObjectMismatch`` (the copy deleted) when the copy does not match; ``FileNotFoundError`` when the
+    source is gone.
+
+    - Both S3 on one endpoint: the source is read once, its SHA-256 checked against the receipt and its MD5 taken
+      on the way; the gateway copies it (``CopyObject``; above ``CERES_S3_COPY_PART_BYTES`` or for a source stored
+      in parts, a multipart upload of ``UploadPartCopy`` parts), a single-part source only if it is still the
+      object read (``x-amz-copy-source-if-match``); an object of at most ``INLINE_BYTES`` is stored from the bytes
+      read instead (a PUT with their ``Content-MD5``). The copy's ETag, which the store computes from the bytes it
+      wrote, must be the MD5 of the checked bytes (of each part, for a multipart copy). Nothing is read back.
+    - Local folders: a hard link (a reflink, or a copy, where the file system refuses one), then the placed
+      file hashed once against the receipt.
+    - Anything else: fetched to a scratch file, checked, stored and read back (``put_checked``).
+    """
+    if _is_s3(source) and _is_s3(target) and _same_service(source, target):
+        return _copy_s3(source, source_name, target, name, sha256, size, maybe_present=maybe_present)
+    if hasattr(source, "path") and hasattr(target, "path") and not _is_s3(source) and not _is_s3(target):
+        return _copy_local(source, source_name, target, name, sha256, size, maybe_present=maybe_present)
+    return _transfer(source, source_name, target, name, sha256, size, maybe_present=maybe_present)
+
+
+def _same_service(a: Storage, b: Storage) -> bool:
+    """Two S3 storages one copy request can join: the same endpoint, region and credentials."""
+    return all(getattr(a, key, None) == getattr(b, key, None)
+               for key in ("endpoint_url", "region_name", "access_key", "secret_key"))
+
+
+def _transfer(source, source_name, target, name, sha256, size, *, maybe_present) -> bool:
+    import tempfile
+
+    if maybe_present and matches(target, name, sha256, size):
+        return True
+    with tempfile.TemporaryDirectory(prefix="ceres-copy-") as scratch:
+        local = Path(scratch) / "object"
+        try:
+            fetch_checked(source, source_name, local, sha256, size)
+        except ObjectMismatch as exc:
+            raise SourceMismatch(str(exc)) from None
+        put_checked(target, name, local, sha256, size)
+    return False
+
+
+def _etag(value: str) -> str:
+    return value.strip('"').lower()
+
+
+def _md5():
+    return hashlib.md5(usedforsecurity=False)  # what S3 ETags are made of; the proof's SHA-256 is the receipt's
+
+
+def _multipart_etag(part_md5s: list[bytes]) -> str:
+    """The ETag S3 gives an object completed from these parts: the MD5 of their MD5s, a dash, their count."""
+    joined = _md5()
+    joined.update(b"".join(part_md5s))
+    return f"{joined.hexdigest()}-{len(part_md5s)}"
+
+
+def _read_source(source: Storage, source_name: str, sha256: str, size: int, part_bytes: int, *, keep: bool = False) \
+        -> tuple[str, list[bytes], dict]:
+    """Read the source once: its ETag, the MD5 of each ``part_bytes`` part of its bytes (one part for an object
+    no larger) and (``keep``) the bytes themselves and its content type; ``SourceMismatch`` unless its SHA-256 and
+    length are the receipt's (and, stored in one part and read in one, its ETag is its bytes' MD5)."""
+    client = source.bucket.meta.client
+    try:
+        response = client.get_object(Bucket=source.bucket_name, Key=source_name)
+    except ClientError as exc:
+        if exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 404:
+            raise FileNotFoundError(f"no object {source_name}") from None
+        raise
+    body, etag = response["Body"], _etag(response["ETag"])
+    whole, part, parts, filled, length, kept = hashlib.sha256(), _md5(), [], 0, 0, []
+    try:
+        while block := body.read(CHUNK):
+            if keep:
+                kept.append(block)
+            length += len(block)
+            whole.update(block)
+            view = memoryview(block)
+            while view:
+                take = view[:part_bytes - filled]
+                part.update(take)
+                filled += len(take)
+                view = view[len(take):]
+                if filled == part_bytes:
+                    parts.append(part.digest())
+                    part, filled = _md5(), 0
+    finally:
+        body.close()
+    if filled or not parts:
+        parts.append(part.digest())
+    if (whole.hexdigest(), length) != (sha256, size) or (len(parts) == 1 and "-" not in etag
+                                                         and etag != parts[0].hex()):
+        raise SourceMismatch(f"{source_name}: the stored object does not match its receipt")
+    return etag, parts, {"data": b"".join(kept), "content_type": response.get("ContentType")} if keep else {}
+
+
+# Objects no larger than this are stored from the bytes just read and checked (a PUT with their MD5, which the
+# gateway checks) instead of copied: a server-side copy costs Swift a look-up, a GET and a PUT of its own, more than
+# the PUT of a small object (bench/release.py; docs/releases.md).
+INLINE_BYTES = 1 << 20
+
+
+def _copy_s3(source, source_name, target, name, sha256, size, *, maybe_present) -> bool:
+    part_bytes = settings.CERES_S3_COPY_PART_BYTES
+    inline = size <= INLINE_BYTES
+    etag, parts, read = _read_source(source, source_name, sha256, size, part_bytes, keep=inline)
+    # A source stored in parts is copied in parts too: copying it whole, a gateway may give the copy the source's
+    # ETag (Swift does) rather than one made from the bytes it wrote, and that would vouch for nothing.
+    multipart = not inline and size > 0 and (size > part_bytes or "-" in etag)
+    expected = _multipart_etag(parts) if multipart else parts[0].hex()
+    client = target.bucket.meta.client
+    if maybe_present:
+        try:
+            head = client.head_object(Bucket=target.bucket_name, Key=name)
+        except ClientError as exc:
+            if exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") != 404:
+                raise
+        else:
+            if head["ContentLength"] == size and _etag(head["ETag"]) == expected:
+                return True
+    copied_from = {"Bucket": source.bucket_name, "Key": source_name}
+    try:
+        if inline:
+            placed = put_object(client, target.bucket_name, name, read["data"], parts[0], read["content_type"])
+        elif multipart:
+            placed = copy_parts(client, copied_from, etag, target.bucket_name, name, size, part_bytes, parts)
+        else:
+            placed = copy_object(client, copied_from, etag, target.bucket_name, name)
+    except ClientError as exc:
+        if exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 412:
+            raise SourceMismatch(f"{source_name}: the stored object changed while it was copied") from None
+        raise
+    if placed != expected:
+        target.delete(name)
+        raise ObjectMismatch(f"{name}: the copy does not match its receipt (ETag {placed}, not {expected})")
+    return False
+
+
+def put_object(client, bucket: str, name: str, data: bytes, md5: bytes, content_type: str | None) -> str:
+    """One PUT of bytes already checked, with their MD5 (``Content-MD5``: the gateway refuses bytes that arrive
+    otherwise); the stored object's ETag."""
+    import base64
+
+    extra = {"ContentType": content_type} if content_type else {}
+    result = client.put_object(Bucket=bucket, Key=name, Body=data, ContentMD5=base64.b64encode(md5).decode(),
+                               **extra)
+    return _etag(result["ETag"])
+
+
+def copy_object(client, copied_from: dict, etag: str, bucket: str, name: str) -> str:
+    """One server-side copy of the single-part object read with ``etag`` (refused with 412 if it is another
+    now); the copy's ETag."""
+    result = client.copy_object(Bucket=bucket, Key=name, CopySource=copied_from, CopySourceIfMatch=f'"{etag}"',
+                                MetadataDirective="COPY")
+    return _etag(result["CopyObjectResult"]["ETag"])
+
+
+def copy_parts(client, copied_from: dict, etag: str, bucket: str, name: str, size: int, part_bytes: int,
+               part_md5s: list[bytes]) -> str:
+    """A server-side multipart copy in ``part_bytes`` parts, each part's ETag (the MD5 of the bytes the store
+    wrote) checked against the MD5 of those bytes as read; the completed object's ETag. Until it completes no
+    object exists under ``name``; a failure aborts the upload (one killed stays an unfinished upload, which is
+    no object; an S3 lifecycle rule ``AbortIncompleteMultipartUpload`` clears such leftovers)."""
+    head = client.head_object(Bucket=copied_from["Bucket"], Key=copied_from["Key"], IfMatch=f'"{etag}"')
+    upload = client.create_multipart_upload(Bucket=bucket, Key=name,
+                                            ContentType=head.get("ContentType", "application/octet-stream"),
+                                            Metadata=head.get("Metadata", {}))["UploadId"]
+    try:
+        done = []
+        for number, start in enumerate(range(0, size, part_bytes), start=1):
+            end = min(start + part_bytes, size) - 1
+            # No copy-source-if-match here: Swift refuses it for a source stored in parts. The part's ETag is
+            # the proof: a source changed since it was read gives parts that do not match.
+            result = client.upload_part_copy(Bucket=bucket, Key=name, UploadId=upload, PartNumber=number,
+                                             CopySource=copied_from, CopySourceRange=f"bytes={start}-{end}")
+            part_etag = _etag(result["CopyPartResult"]["ETag"])
+            if part_etag != part_md5s[number - 1].hex():
+                raise ObjectMismatch(f"{name}: part {number} of the copy does not match the bytes checked")
+            done.append({"PartNumber": number, "ETag": f'"{part_etag}"'})
+        result = client.complete_multipart_upload(Bucket=bucket, Key=name, UploadId=upload,
+                                                  MultipartUpload={"Parts": done})
+    except BaseException:
+        client.abort_multipart_upload(Bucket=bucket, Key=name, UploadId=upload)
+        raise
+    return _etag(result["ETag"])
+
+
+FICLONE = 0x40049409  # linux/fs.h: _IOW(0x94, 9, int)
+
+
+def _copy_local(source, source_name, target, name, sha256, size, *, maybe_present) -> bool:
+    origin, placed = Path(source.path(source_name)), Path(target.path(name))
+    if not origin.is_file():
+        raise FileNotFoundError(f"no object {source_name}")
+    if placed.is_file():
+        if maybe_present and matches(target, name, sha256, size):
+            return True
+        target.delete(name)
+    placed.parent.mkdir(parents=True, exist_ok=True)
+    place_file(origin, placed)
+    # A hard link is the source's own file: hashing it checks the source and the placed object in one read.
+    if matches(target, name, sha256, size):
+        return False
+    target.delete(name)
+    if not matches(source, source_name, sha256, size):
+        raise SourceMismatch(f"{source_name}: the stored object does not match its receipt")
+    raise ObjectMismatch(f"{name}: the copy does not match its receipt")
+
+
+def place_file(origin: Path, placed: Path) -> str:
+    """``origin`` at ``placed`` (absent): a hard link where the file system allows one, else a reflink (btrfs,
+    XFS), else a copy; which it was."""
+    try:
+        os.link(origin, placed)
+        return "link"
+    except OSError as exc:
+        if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EACCES):
+            raise
+    with origin.open("rb") as reading, placed.open("xb") as writing:
+        try:
+            fcntl.ioctl(writing.fileno(), FICLONE, reading.fileno())
+            return "reflink"
+        except OSError:
+            shutil.copyfileobj(reading, writing, CHUNK)
+            return "copy"
 
 
 def presigned_url(storage: Storage, name: str, *, filename: str, seconds: int) -> str | None:

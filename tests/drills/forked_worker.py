@@ -161,7 +161,7 @@ def _stop_before(count: int, marker: Path, resume_on: Path | None, counter: Path
 
     seen, lock = [0], threading.Lock()
 
-    def counted(what: str, operation):
+    def counted(what: str, operation, at: int = 1):
         def wrapper(*args, **kwargs):
             with lock:
                 seen[0] += 1
@@ -169,7 +169,7 @@ def _stop_before(count: int, marker: Path, resume_on: Path | None, counter: Path
                 counter.write_text(str(seen[0]))
             if reached:
                 staged = marker.with_name(marker.name + ".part")
-                staged.write_text(f"{what} {args[1] if len(args) > 1 else args[0]}")
+                staged.write_text(f"{what} {args[at] if len(args) > at else args[0]}")
                 staged.rename(marker)
                 while resume_on is None or not resume_on.exists():
                     time.sleep(0.05)
@@ -178,6 +178,9 @@ def _stop_before(count: int, marker: Path, resume_on: Path | None, counter: Path
         return wrapper
 
     storage.put = counted("put", storage.put)
+    # On S3 small checked bytes are stored by one PUT with their MD5 (put_checked, and copy for a small object).
+    storage.put_object = counted("put", storage.put_object, at=2)
+    storage.copy = counted("copy", storage.copy, at=3)  # a release's objects: a server-side copy or a hard link
     FileSystemStorage.delete = counted("delete", FileSystemStorage.delete)
     try:
         from storages.backends.s3 import S3Storage

@@ -1,7 +1,8 @@
 """Drill: a worker SIGKILLed at a random point of each long job — an export, a release, a one-dataset assembly and a
 withdrawal — ``CERES_DRILL_KILLS`` times each (20 by default), on the run's real database, storage and a RabbitMQ
 broker. Each time the worker stops for certain just before a storage write or delete chosen at random (a seeded
-generator per demonstrator: the same points on every run) among the job's own, is killed there, and the next worker
+generator per demonstrator: the same points on every run) among the job's own (a release's shard objects are
+placed by ``storage.copy``, counted as one each), is killed there, and the next worker
 picks the message up again. Every job must complete exactly once, and at the end the fixity check over the whole
 study finds no partial, missing or extra object in any storage.
 
@@ -237,5 +238,74 @@ def test_jobs_killed_at_random_points_complete_exactly_once(make_registry, make_
         assert list(checked.problems.values_list("kind", "object_name")) == []
     assert checked.objects_checked > 0
     assert len(killed_at) == 4 * KILLS
-    assert all(point.split()[0] in ("put", "delete") for point in killed_at)
+    assert all(point.split()[0] in ("put", "copy", "delete") for point in killed_at)
     print(f"storage operations per job: {counts}; kill points: {sorted(p.split()[0] for p in killed_at)}")
+
+
+def finish(step: Step):
+    """Drive one job's steps to the end, from this thread; its result."""
+    while True:
+        try:
+            next(step)
+        except StopIteration as done:
+            return done.value
+        time.sleep(0.02)
+
+
+def test_a_release_killed_before_each_of_its_storage_operations_completes_once(make_registry, make_capture,
+                                                                            make_user, workers):
+    """Not at random: one release's storage operations are counted, then a release of the same episode is killed
+    before each of them in turn — every shard object's ``storage.copy`` (a server-side copy on S3, a hard link on
+    local folders), each card file, the manifest and its signature — and finished by a fresh worker. Each
+    completes once with exactly its manifest's objects, and the fixity check finds nothing partial or extra."""
+    reg = make_registry()
+    study, worker = reg.study, workers[0]
+    officer2 = make_user(f"{study.code}-ethics2", study, ["ethics_officer"])
+    with scope(study=study):
+        person = create_demonstrator(reg.coordinator, study, headset=reg.headset)
+        give_consent(reg.coordinator, person, document=reg.document, consent_date=date.today() - timedelta(days=30),
+                     scopes=["episode_release"])
+        recording = ingest_path(reg.coordinator, study, make_capture(
+            reg.claims(demonstrator_id=person.designator), seconds=1.0, width=32, height=24))
+    finish(run(JOBS[0], recording.pk, state_is(Recording, recording.pk, Recording.State.VERIFIED, study),
+               "an export", worker, kill_at=None))
+    with scope(study=study):
+        episode = Episode.objects.select_related("recording").get(recording=recording)
+
+    def approved() -> ReleaseRequest:
+        with scope(study=study):
+            release = release_requests.create_request(reg.coordinator, study, episodes=[episode], purpose="drill")
+            gate.inspect_request(release)
+            release_requests.submit(reg.coordinator, release)
+            for officer in (reg.ethics, officer2):
+                approve(officer, release, manifest_sha256=release.manifest_sha256)
+        return release
+
+    def released(release: ReleaseRequest):
+        return state_is(ReleaseRequest, release.pk, ReleaseRequest.State.RELEASED, study)
+
+    first = approved()
+    operations = finish(run(JOBS[1], first.pk, released(first), "a release", worker, kill_at=None))
+    killed_at, made = [], [first]
+    for point in range(1, operations + 1):
+        release = approved()
+        killed_at.append(finish(run(JOBS[1], release.pk, released(release), f"a release killed at {point}",
+                                    worker, kill_at=point)))
+        made.append(release)
+
+    with scope(study=study):
+        for release in made:
+            executed = ReleaseRequest.objects.select_related("release").get(pk=release.pk).release
+            assert events("release.published", release) == 1 and events("release.signed", release) == 1
+            assert len(storage.walk(storages["releases"], release.prefix)) == executed.objects_total
+    from portal.fixity.services.runs import run_fixity
+
+    checked = run_fixity("drill", full=True, studies=[study])
+    with scope(study=study):
+        assert list(checked.problems.values_list("kind", "object_name")) == []
+    kinds = [point.split()[0] for point in killed_at]
+    with scope(study=study):
+        copies = len(first.items.get().files)  # every file of the shard, its receipt included
+    # Each copy is one point, and on S3 a small object's PUT inside it one more.
+    assert (kinds.count("copy"), set(kinds), len(kinds)) == (copies, {"copy", "put"}, operations), killed_at
+    print(f"a release's storage operations: {operations}; killed before each: {killed_at}")

@@ -1,9 +1,9 @@
 """The release job: copy an approved request's shards to the ``releases`` storage under
-``releases/<study>/<release-id>/episode-NNNNNN/...``, check every object re-read from storage against the
-receipt, then write the signed manifest and its signature, last.
+``releases/<study>/<release-id>/episode-NNNNNN/...``, each object proven byte-identical to a shard object that
+matches its receipt (``storage.copy``), then write the signed manifest and its signature, last.
 
 Crash-safe and idempotent: an attempt takes a lease on the release; a re-run after a kill or a storage outage
-counts the objects already stored with the right digest instead of copying them again, replaces any that are
+counts the objects already stored and proven right instead of copying them again, replaces any that are
 not right, and signs the manifest once (its bytes are kept, so a re-run uploads the same manifest). The
 database says ``released`` only after the listing of the prefix holds exactly the expected objects, each
 checked. A released request is never touched again.
@@ -11,9 +11,8 @@ checked. A released request is never touched again.
 
 from __future__ import annotations
 
-import tempfile
+import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from pathlib import Path
 
 from django.conf import settings
 from django.core.files.base import ContentFile
@@ -28,7 +27,7 @@ from portal.access.permissions import has_role
 from portal.audit.services import record
 from portal.core import leases, queue, signing, storage
 from portal.core.states import lock_fresh
-from portal.core.storage import ObjectMismatch
+from portal.core.storage import ObjectMismatch, SourceMismatch
 from portal.fixity.models import Alert
 from portal.fixity.services.alerts import raise_alert
 from portal.releases.exceptions import ReleaseError
@@ -62,6 +61,15 @@ def claim_release(request_id: int) -> ReleaseRequest | None:
             record(None, "release.resumed", release, after={"attempt": executed.attempts,
                                                              "objects_copied_before": executed.objects_copied})
         return release
+
+
+HEARTBEAT_SECONDS = 0.5
+
+
+def _heartbeat_every() -> float:
+    """How often progress and the lease are written while objects are copied: every HEARTBEAT_SECONDS, or a
+    quarter of the lease when that is shorter (the drills' one-second leases)."""
+    return min(HEARTBEAT_SECONDS, settings.CERES_RELEASE_LEASE_SECONDS / 4)
 
 
 def _heartbeat(executed: Release, copied: int, found: int) -> None:
@@ -150,25 +158,29 @@ def _publish(release: ReleaseRequest) -> None:
     def place(copy: tuple[str, str, dict]) -> bool:
         """Copy one object unless it is in place already; whether it was. Storage only: runs on the pool."""
         source, name, entry = copy
-        if name in present and storage.matches(releases, name, entry["sha256"], entry["bytes"]):
-            return True
-        _copy(shards, source, releases, name, entry)
-        return False
+        return _copy(shards, source, releases, name, entry, maybe_present=name in present)
 
     copied = found = 0
-    # Objects are copied side by side (each large one also in parts, by boto3's transfer manager); progress
-    # and the lease are written from this thread, which alone uses the database. The first error stops the
-    # job (the copies not started are dropped, those under way finish) and the task retries.
+    # Objects are copied side by side (on S3 by the gateway itself, see ``storage.copy``); progress
+    # and the lease are written from this thread, which alone uses the database, at most every
+    # HEARTBEAT_SECONDS (each write is a commit: one per object cost more than a small object's copy), and
+    # when the copies end or fail. The first error stops the job (the copies not started are dropped, those
+    # under way finish) and the task retries.
+    written = time.monotonic()
     with ThreadPoolExecutor(max_workers=settings.CERES_RELEASE_THREADS, thread_name_prefix="release") as pool:
         futures = [pool.submit(place, copy) for copy in copies]
         try:
             for future in as_completed(futures):  # progress as copies finish, in whatever order
-                copied += 1
                 found += future.result()
-                _heartbeat(executed, copied, found)
+                copied += 1
+                if time.monotonic() - written >= _heartbeat_every():
+                    _heartbeat(executed, copied, found)
+                    written = time.monotonic()
         except BaseException:
             pool.shutdown(cancel_futures=True)
+            _heartbeat(executed, copied, found)
             raise
+    _heartbeat(executed, copied, found)
     card_files, data, signature = _sign_once(release, [redacted.manifest_entry(item, derived[item.pk])
                                                        for item in items if item.pk in derived])
     # The card and metadata files, then the manifest that lists them and its signature, last.
@@ -176,12 +188,13 @@ def _publish(release: ReleaseRequest) -> None:
         name = executed.prefix + filename
         expected.add(name)
         sha256, size = bytes_digest(content)
-        if storage.matches(releases, name, sha256, size):
+        # Not listed when this attempt began: not there (this attempt holds the lease), so nothing to read first.
+        if name in present and storage.matches(releases, name, sha256, size):
             found += 1
         else:
             storage.put_checked(releases, name, ContentFile(content), sha256, size)
         copied += 1
-        _heartbeat(executed, copied, found)
+    _heartbeat(executed, copied, found)
     present = set(storage.walk(releases, executed.prefix))
     if present != expected:
         missing, extra = sorted(expected - present), sorted(present - expected)
@@ -211,16 +224,15 @@ def _refuse_originals(release: ReleaseRequest, items, derived: dict, copies) -> 
                                  f"only the redacted video")
 
 
-def _copy(shards, source: str, releases, name: str, entry: dict) -> None:
-    """One shard object into the release: fetched to a scratch file (streamed, hashed as it comes, so memory
-    stays flat however large the video), checked against the receipt, stored, and the copy read back and checked."""
-    with tempfile.TemporaryDirectory(prefix="ceres-release-") as scratch:
-        local = Path(scratch) / "object"
-        try:
-            storage.fetch_checked(shards, source, local, entry["sha256"], entry["bytes"])
-        except ObjectMismatch:
-            raise ObjectMismatch(f"{source}: the stored shard does not match its receipt") from None
-        storage.put_checked(releases, name, local, entry["sha256"], entry["bytes"])
+def _copy(shards, source: str, releases, name: str, entry: dict, *, maybe_present: bool) -> bool:
+    """One shard object into the release, proven byte-identical to the shard object and its receipt
+    (``storage.copy``: on S3 the shard read once and copied by the gateway, the copy's ETag checked; on local folders
+    a hard link hashed once); whether it was in place already."""
+    try:
+        return storage.copy(shards, source, releases, name, entry["sha256"], entry["bytes"],
+                            maybe_present=maybe_present)
+    except SourceMismatch:
+        raise ObjectMismatch(f"{source}: the stored shard does not match its receipt") from None
 
 
 def _sign_once(release: ReleaseRequest, redacted_episodes: list[dict] | None = None) \

@@ -1,4 +1,4 @@
-"""A Celery worker whose object uploads each wait a moment first, so a test can stop the storage or kill the
+"""A Celery worker whose object uploads and copies each wait a moment first, so a test can stop the storage or kill the
 worker in the middle of a release (waiting for a state, not for time). Run as ``python slow_worker.py``
 with the worker's environment; ``CERES_TEST_PUT_DELAY`` is the wait in seconds."""
 
@@ -13,7 +13,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 from portal.core import storage
 
 DELAY = float(os.environ.get("CERES_TEST_PUT_DELAY", "0.4"))
-_put = storage.put
+_put, _copy = storage.put, storage.copy
 
 
 def slow_put(*args, **kwargs):
@@ -21,7 +21,12 @@ def slow_put(*args, **kwargs):
     return _put(*args, **kwargs)
 
 
-storage.put = slow_put
+def slow_copy(*args, **kwargs):
+    time.sleep(DELAY)
+    return _copy(*args, **kwargs)
+
+
+storage.put, storage.copy = slow_put, slow_copy
 
 if __name__ == "__main__":
     from celery.__main__ import main
