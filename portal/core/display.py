@@ -16,6 +16,11 @@ def minute(value: datetime | None, default: str = "—") -> str:
     return timezone.localtime(value).strftime("%Y-%m-%d %H:%M") if value else default
 
 
+def day(value: datetime | None) -> str:
+    """``value|date:"Y-m-d"`` of a moment: its day in the portal's time zone."""
+    return timezone.localtime(value).strftime("%Y-%m-%d") if value else ""
+
+
 def yesno(value: bool | None) -> str:
     """``value|yesno``."""
     return "maybe" if value is None else "yes" if value else "no"
