@@ -355,6 +355,19 @@ def _consent_counts(demonstrators: list[Demonstrator]) -> None:
         demonstrator.withdrawn = by_demonstrator.get((demonstrator.pk, ConsentEvent.Kind.WITHDRAWN), 0)
 
 
+def demonstrator_rows(demonstrators, demonstrators_url: str) -> list[dict[str, object]]:
+    """The demonstrators list's cells, made once per row (``core.display``); a demonstrator's page is
+    ``demonstrators_url`` plus its pk (urls.py)."""
+    return [{
+        "url": f"{demonstrators_url}{demonstrator.pk}/",
+        "designator": demonstrator.designator,
+        "headset": (demonstrator.headset.headset_id if demonstrator.headset else "") or "—",
+        "given": demonstrator.given,
+        "withdrawn": demonstrator.withdrawn,
+        "registered": display.day(demonstrator.created_at),
+    } for demonstrator in demonstrators]
+
+
 def _demonstrators_page(request, study, *, form=None) -> HttpResponse:
     active = Headset.objects.filter(retired_on__isnull=True)
     filters = DemonstratorFilter(request.GET)
@@ -365,7 +378,7 @@ def _demonstrators_page(request, study, *, form=None) -> HttpResponse:
     return render(request, "studies/demonstrators.html", {
         "study": study,
         "filters": filters,
-        "page": page,
+        "page": page, "rows": demonstrator_rows(page.rows, reverse("study-demonstrators", args=[study.code])),
         "can_edit": COORDINATOR in request.study_roles,
         "form": form or DemonstratorForm(headsets=active,
                                          suggest_url=reverse("study-suggest-headsets", args=[study.code])),
