@@ -2,6 +2,8 @@
 
 A list page of 50 rows through Django's template engine spent most of its time in per-cell look-ups, filters and
 includes; each list builds its rows' text here (the same text the filters give) and its template only prints it.
+Numbers are handed over as text: the engine would localise each one (to the same digits, the portal using no
+thousands separator, but at a cost per cell).
 """
 
 from __future__ import annotations

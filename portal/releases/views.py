@@ -62,10 +62,10 @@ def request_rows(requests_, study, waiting: set[int], releases_url: str) -> list
     for r in requests_:
         label = "Withdrawn by the requester" if r.withdrawn_by_requester else r.get_state_display()
         rows.append({
-            "number": r.number, "url": f"{releases_url}{r.number}/", "release_id": r.release_id,
+            "number": str(r.number), "url": f"{releases_url}{r.number}/", "release_id": r.release_id,
             "state": format_html('<span class="status status-{}" data-state="{}">{}</span>\n', r.state, r.state, label),
-            "waiting": r.pk in waiting, "episodes": r.episode_count, "approvals": r.approval_count,
-            "required": r.approvals_required or study.approvals_required or "",
+            "waiting": r.pk in waiting, "episodes": str(r.episode_count), "approvals": str(r.approval_count),
+            "required": str(r.approvals_required or study.approvals_required or ""),
             "created": display.minute(r.created_at, ""),
             "by": "a withdrawal" if r.supersedes_id else str(r.requested_by),
             "purpose": Truncator(r.purpose).chars(90),

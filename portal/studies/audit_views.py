@@ -60,7 +60,7 @@ def event_rows(events, audit_url: str) -> list[dict[str, object]]:
     """The audit view's cells, made once per row in Python (``core.display``): an event's page is ``audit_url``
     plus its seq, its object's history the view filtered on the object (``urlencode`` as the filter does)."""
     return [{
-        "seq": event.seq,
+        "seq": str(event.seq),
         "created": timezone.localtime(event.created_at).strftime("%Y-%m-%d %H:%M:%S"),
         "actor": event.actor_label, "action": event.action,
         "target_type": event.target_type or "—", "target_label": event.target_label,

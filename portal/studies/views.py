@@ -362,8 +362,8 @@ def demonstrator_rows(demonstrators, demonstrators_url: str) -> list[dict[str, o
         "url": f"{demonstrators_url}{demonstrator.pk}/",
         "designator": demonstrator.designator,
         "headset": (demonstrator.headset.headset_id if demonstrator.headset else "") or "—",
-        "given": demonstrator.given,
-        "withdrawn": demonstrator.withdrawn,
+        "given": str(demonstrator.given),
+        "withdrawn": demonstrator.withdrawn and str(demonstrator.withdrawn),
         "registered": display.day(demonstrator.created_at),
     } for demonstrator in demonstrators]
 

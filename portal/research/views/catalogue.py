@@ -49,12 +49,12 @@ def browse_cells(items, released_url: str) -> list[dict[str, object]]:
     for item in items:
         number, index, recording = item.request.number, item.episode_index, item.episode.recording
         rows.append({
-            "index": index, "key": f"{number}:{index}", "id": f"item-{number}-{index}",
+            "index": str(index), "key": f"{number}:{index}", "id": f"item-{number}-{index}",
             "release_url": f"{released_url}{number}/", "release_id": item.request.release_id,
             "folder": item.folder, "capture": recording.capture_id,
             "recorded": display.minute(recording.recorded_at, ""),
             "demonstrator": str(recording.demonstrator) if recording.demonstrator else "—",
-            "length": item.episode.length, "episode_url": f"{released_url}{number}/episodes/{index}/",
+            "length": str(item.episode.length), "episode_url": f"{released_url}{number}/episodes/{index}/",
         })
     return rows
 
