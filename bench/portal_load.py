@@ -307,7 +307,8 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=10, help="requests per endpoint before measuring")
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=10.0, help="duration of each many-clients run")
-    parser.add_argument("--only", help="measure only endpoints whose name contains this text")
+    parser.add_argument("--only", help="measure only endpoints whose name contains this text (several: separated by "
+                                       "commas, e.g. 'list,audit view')")
     parser.add_argument("--cache-url", help="CERES_CACHE_URL of the server (production: Redis); default local memory")
     parser.add_argument("--no-recycle", action="store_true",
                         help="run workers without max_requests, so a growing worker shows in the memory figures")
@@ -320,7 +321,8 @@ def main() -> None:
         os.environ.update({key: value for key, value in env.items() if key.startswith("CERES_")})
         cookies, endpoints = _prepare(args)
         if args.only:
-            endpoints = [e for e in endpoints if args.only in e.name]
+            wanted = [text.strip() for text in args.only.split(",") if text.strip()]
+            endpoints = [e for e in endpoints if any(text in e.name for text in wanted)]
         port = _free_port()
         command = [str(Path(sys.executable).parent / "gunicorn"), "--config", "infra/production/gunicorn.conf.py",
                    "--bind", f"127.0.0.1:{port}", "portal.wsgi"]

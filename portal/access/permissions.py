@@ -126,6 +126,23 @@ def navigation(request) -> dict[Study, list[str]]:
     return nav
 
 
+def _study_and_roles(request, study_code: str, roles: tuple[str, ...]) -> tuple[Study, frozenset[str]]:
+    """The study of a page and the viewer's active roles in it, read from the request's navigation (the header
+    needs it anyway: one query for the study, the roles and the header); RoleRequired unless one is in ``roles``,
+    404 for a study that does not exist."""
+    user = request.user
+    if user.is_active:
+        for study, held_roles in navigation(request).items():
+            if study.code == study_code:
+                held = frozenset(held_roles)
+                if not (held & set(roles) if roles else held):
+                    raise RoleRequired(study, roles, held)
+                return study, held
+    # No active grant in that study (or no such study): the same answer require_role gives.
+    study = get_object_or_404(Study, code=study_code)
+    return study, require_role(user, study, *roles)
+
+
 def study_view(*roles: str) -> Callable:
     """Decorate a view taking ``study_code``: login required, one of ``roles`` required, runs in the study scope.
 
@@ -137,8 +154,7 @@ def study_view(*roles: str) -> Callable:
         def wrapper(request: HttpRequest, study_code: str, **kwargs) -> HttpResponse:
             if not request.user.is_authenticated:
                 return redirect_to_login(request.get_full_path())
-            study = get_object_or_404(Study, code=study_code)
-            request.study_roles = require_role(request.user, study, *roles)
+            study, request.study_roles = _study_and_roles(request, study_code, roles)
             request.study = study
             with scope(study=study):
                 return view(request, study, **kwargs)

@@ -11,11 +11,12 @@ from django.db.models import Count
 from django.http import FileResponse, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.utils import timezone
+from django.utils import formats, timezone
 from django.views.decorators.http import require_POST
 
 from portal.access.models import Role
 from portal.access.permissions import study_view
+from portal.core import display
 from portal.core.errors import refusals
 from portal.core.pagination import list_page
 from portal.core.suggest import suggestion_response
@@ -225,19 +226,37 @@ class HeadsetFilter(forms.Form):
         return headsets
 
 
+def headset_rows(headsets, headsets_url: str) -> list[dict[str, object]]:
+    """The headsets list's cells, made once per row in Python (``core.display``); a headset's forms post to
+    ``headsets_url`` plus its own path (urls.py), one reverse() per list."""
+    return [{
+        "headset_id": headset.headset_id,
+        "model": headset.model or "—",
+        "registered": display.minute(headset.registered_at, ""),
+        "registered_on": display.day(headset.registered_at),
+        "registered_by": str(headset.registered_by),
+        "assigned_on": headset.assigned_on.isoformat() if headset.assigned_on else "",
+        "retired_on": formats.localize(headset.retired_on) if headset.retired_on else "—",
+        "retired": bool(headset.retired_on),
+        "assign_url": f"{headsets_url}{headset.pk}/assigned-on/",
+        "retire_url": f"{headsets_url}{headset.pk}/retire/",
+    } for headset in headsets]
+
+
 def _headsets_page(request, study, *, form=None, import_form=None, import_errors=None) -> HttpResponse:
     failed = form is not None or import_form is not None
     filters = HeadsetFilter(request.GET)
     headsets = Headset.objects.select_related("registered_by").only(
         "headset_id", "model", "registered_at", "assigned_on", "retired_on", "registered_by__username")
+    page = list_page(request, filters.apply(headsets), ("headset_id",))
     return render(request, "studies/headsets.html", {
         "study": study,
         "filters": filters,
-        "page": list_page(request, filters.apply(headsets), ("headset_id",)),
+        "page": page, "rows": headset_rows(page.rows, reverse("study-headsets", args=[study.code])),
         "form": form or HeadsetForm(),
         "import_form": import_form or HeadsetImportForm(),
         "import_errors": import_errors,
-        "retire_form": RetireHeadsetForm(initial={"retired_on": timezone.localdate()}),
+        "retire_on": timezone.localdate().isoformat(),  # the rows' retire forms propose today
     }, status=400 if failed else 200)
 
 
@@ -336,6 +355,19 @@ def _consent_counts(demonstrators: list[Demonstrator]) -> None:
         demonstrator.withdrawn = by_demonstrator.get((demonstrator.pk, ConsentEvent.Kind.WITHDRAWN), 0)
 
 
+def demonstrator_rows(demonstrators, demonstrators_url: str) -> list[dict[str, object]]:
+    """The demonstrators list's cells, made once per row (``core.display``); a demonstrator's page is
+    ``demonstrators_url`` plus its pk (urls.py)."""
+    return [{
+        "url": f"{demonstrators_url}{demonstrator.pk}/",
+        "designator": demonstrator.designator,
+        "headset": (demonstrator.headset.headset_id if demonstrator.headset else "") or "—",
+        "given": str(demonstrator.given),
+        "withdrawn": demonstrator.withdrawn and str(demonstrator.withdrawn),
+        "registered": display.day(demonstrator.created_at),
+    } for demonstrator in demonstrators]
+
+
 def _demonstrators_page(request, study, *, form=None) -> HttpResponse:
     active = Headset.objects.filter(retired_on__isnull=True)
     filters = DemonstratorFilter(request.GET)
@@ -346,7 +378,7 @@ def _demonstrators_page(request, study, *, form=None) -> HttpResponse:
     return render(request, "studies/demonstrators.html", {
         "study": study,
         "filters": filters,
-        "page": page,
+        "page": page, "rows": demonstrator_rows(page.rows, reverse("study-demonstrators", args=[study.code])),
         "can_edit": COORDINATOR in request.study_roles,
         "form": form or DemonstratorForm(headsets=active,
                                          suggest_url=reverse("study-suggest-headsets", args=[study.code])),

@@ -7,10 +7,12 @@ from __future__ import annotations
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 
 from exporter.release import MANIFEST, SIGNATURE
 from portal.access.models import Role
 from portal.access.permissions import study_view
+from portal.core import display
 from portal.core.pagination import list_page
 from portal.core.signing import key_fingerprint
 from portal.releases.models import ReleaseRequest
@@ -40,12 +42,30 @@ def browse_rows(filters: BrowseFilter):
         "episode__recording__demonstrator__designator"))
 
 
+def browse_cells(items, released_url: str) -> list[dict[str, object]]:
+    """The browse page's cells, made once per row in Python (``core.display``): a release's page is
+    ``released_url`` plus its number, an episode's that plus ``episodes/<index>/`` (urls.py)."""
+    rows = []
+    for item in items:
+        number, index, recording = item.request.number, item.episode_index, item.episode.recording
+        rows.append({
+            "index": str(index), "key": f"{number}:{index}", "id": f"item-{number}-{index}",
+            "release_url": f"{released_url}{number}/", "release_id": item.request.release_id,
+            "folder": item.folder, "capture": recording.capture_id,
+            "recorded": display.minute(recording.recorded_at, ""),
+            "demonstrator": str(recording.demonstrator) if recording.demonstrator else "—",
+            "length": str(item.episode.length), "episode_url": f"{released_url}{number}/episodes/{index}/",
+        })
+    return rows
+
+
 @study_view(RESEARCHER)
 def browse(request: HttpRequest, study) -> HttpResponse:
     filters = BrowseFilter(request.GET)
     page = list_page(request, browse_rows(filters), ITEM_ORDER)
     return render(request, "research/browse.html", {
         "study": study, "filters": filters, "page": page,
+        "rows": browse_cells(page.rows, reverse("research-browse", args=[study.code])),
         "access_problem": access.access_problem(request.user, study),
     })
 
