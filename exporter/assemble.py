@@ -32,13 +32,22 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from exporter.errors import AssemblyError
 from exporter.jsonfile import write_json
 from exporter.modes import publish_modes
-from exporter.receipt import RECEIPT, build_artefacts, bytes_digest, check_artefacts, file_digest, verify_artefacts
+from exporter.parquet_columns import replace_columns
+from exporter.receipt import (
+    RECEIPT,
+    build_artefacts,
+    bytes_digest,
+    check_artefacts,
+    digest_problems,
+    file_digest,
+    read_artefacts,
+    verify_artefacts,
+)
 from exporter.stats import ColumnScratch, collect, dimension_stats, feature_stats, pooled_image_stats
 from exporter.task_table import read_tasks
 from exporter.timestamps import rfc3339
@@ -485,7 +494,7 @@ def _lay_over_one(
     for place in places.values():
         (stage / place).parent.mkdir(parents=True, exist_ok=True)
     copies = {} if link else {name: stage / place for name, place in places.items()}
-    large = [name for name in [shard.data_file(), *places] if name.startswith(_LARGE)]
+    large = [name for name in places if name.startswith(_LARGE)]
     problems, digests = check_artefacts(shard.path, RECEIPT, copies=copies, names=sorted(set(large)))
     if problems:
         raise _fails_receipt(shard.path, problems)
@@ -497,7 +506,8 @@ def _lay_over_one(
         known[target.episodes_file()] = _copy(shard.path / shard.episodes_file(), stage / target.episodes_file())
         stats.add_file(shard.path / shard.data_file(), from_index)
     else:
-        _write_data(shard.path / shard.data_file(), stage / target.data_file(), target, stats)
+        data = _read_verified(shard, shard.data_file())  # read once: checked, spliced and its statistics taken
+        known[target.data_file()] = _write_data(data, stage / target.data_file(), target, stats)
         _write_episode_row(shard.path / shard.episodes_file(), stage / target.episodes_file(), target)
     moved = f"ceres/episodes/episode-{new_index:06d}"
     for source, name in ((EPISODE_METADATA, "episode-metadata.json"), (RECEIPT, "source-receipt.json"),
@@ -532,24 +542,58 @@ def _renumbered(shard: _Shard, new_index: int, from_index: int) -> _Shard:
     return dataclasses.replace(shard, episode_index=new_index, episode=row)
 
 
-def _write_data(source: Path, target: Path, shard: _Shard, stats: _DatasetStats) -> None:
-    """The data file with ``episode_index`` and ``index`` rewritten, a row group at a time; every other
-    column, the schema and the row groups stay as they are."""
+def _read_verified(shard: _Shard, name: str) -> bytes:
+    """The bytes of one of the shard's files, checked against its receipt."""
+    path = shard.path / name
+    if path.is_symlink() or not path.is_file():
+        raise _fails_receipt(shard.path, [f"{name}: not a regular file"])
+    data = path.read_bytes()
+    try:
+        artefacts = read_artefacts((shard.path / RECEIPT).read_bytes())
+    except (OSError, ValueError) as exc:
+        raise _fails_receipt(shard.path, [f"{RECEIPT}: {exc}"]) from None
+    problems = digest_problems(artefacts, {name: bytes_digest(data)})
+    if problems:
+        raise _fails_receipt(shard.path, problems)
+    return data
+
+
+def _write_data(source: bytes, target: Path, shard: _Shard, stats: _DatasetStats) -> tuple[str, int]:
+    """The data file (``source``, its bytes) with ``episode_index`` and ``index`` rewritten; its digest and
+    size. Only those two columns are encoded anew: every other column chunk is copied as bytes, and the
+    schema and the row groups stay as they are (a file that cannot be spliced so is rewritten whole, a
+    row group at a time). Statistics decode only the columns they need."""
+    data = pq.ParquetFile(pa.BufferReader(source))
+    schema = data.schema_arrow
+    frame_index = data.read(columns=["frame_index"], use_threads=False).column("frame_index").to_numpy()
+    first_row = shard.episode["dataset_from_index"]
+    new = {"episode_index": np.full(len(frame_index), shard.episode_index), "index": first_row + frame_index}
+    columns = {name: pa.array(values, type=schema.field(name).type) for name, values in new.items()}
+    written = replace_columns(source, columns)
+    if written is None:
+        written = _rewrite_data(data, columns)
     target.parent.mkdir(parents=True, exist_ok=True)
-    data = pq.ParquetFile(source)
+    target.write_bytes(written)
+    stats.add_file(pa.BufferReader(source), first_row, columns)
+    return bytes_digest(written)
+
+
+def _rewrite_data(data: pq.ParquetFile, columns: dict[str, pa.Array]) -> bytes:
+    """The whole data file written again with ``columns`` replaced, a row group at a time."""
     # float vectors rarely repeat: skipping the dictionary attempt halves the time to encode them
     plain = {"observation.state", "action"}
     dictionary = [name for name in data.schema_arrow.names if name not in plain]
-    first_row = shard.episode["dataset_from_index"]
-    with pq.ParquetWriter(target, data.schema_arrow, use_dictionary=dictionary) as writer:
+    out = pa.BufferOutputStream()
+    first = 0
+    with pq.ParquetWriter(out, data.schema_arrow, use_dictionary=dictionary) as writer:
         for group in range(data.num_row_groups):
             table = data.read_row_group(group)
-            frame_index = table.column("frame_index").to_numpy()
-            table = _set_column(table, "episode_index", np.full(len(frame_index), shard.episode_index))
-            table = _set_column(table, "index", shard.episode["dataset_from_index"] + frame_index)
+            for name, values in columns.items():
+                i = table.schema.get_field_index(name)
+                table = table.set_column(i, table.schema.field(i), values.slice(first, table.num_rows))
             writer.write_table(table, row_group_size=max(1, table.num_rows))
-            stats.add(table, first_row)
-            first_row += table.num_rows
+            first += table.num_rows
+    return out.getvalue().to_pybytes()
 
 
 def _write_episode_row(source: Path, target: Path, shard: _Shard) -> None:
@@ -572,12 +616,6 @@ def _write_episode_row(source: Path, target: Path, shard: _Shard) -> None:
             table = table.set_column(i, field, pa.array([value]).cast(field.type))
     target.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, target)
-
-
-def _set_column(table: pa.Table, name: str, values: np.ndarray) -> pa.Table:
-    i = table.schema.get_field_index(name)
-    field = table.schema.field(i)
-    return table.set_column(i, field, pa.array(values, type=field.type))
 
 
 def _copy_task_specifications(shard: _Shard, stage: Path, known: dict[str, tuple[str, int]]) -> None:
@@ -623,21 +661,31 @@ class _DatasetStats:
             for name, (width, dtype) in self.features.items()
         }
 
-    def add(self, table: pa.Table, first_row: int) -> None:
-        """Rows ``first_row`` .. of the dataset (shards may be added in any order)."""
+    def add(self, columns: dict[str, pa.Array | pa.ChunkedArray], rows: int, first_row: int) -> None:
+        """Rows ``first_row`` .. ``first_row + rows`` of the dataset, every feature's column among ``columns``
+        (shards may be added in any order)."""
         for name, scratch in self.scratches.items():
-            column = table.column(name).combine_chunks()
+            column = columns[name]
+            if isinstance(column, pa.ChunkedArray):
+                column = column.combine_chunks()
             if pa.types.is_list(column.type) or pa.types.is_fixed_size_list(column.type):
-                column = pc.list_flatten(column)
-            scratch.write(first_row, column.to_numpy(zero_copy_only=False).reshape(table.num_rows, -1))
+                column = column.flatten()
+            scratch.write(first_row, column.to_numpy(zero_copy_only=False).reshape(rows, -1))
 
-    def add_file(self, data_file: Path, first_row: int) -> None:
-        """A data file whose indices stay as they are, read in blocks of rows."""
+    def add_file(self, data_file: Path | pa.BufferReader, first_row: int,
+                 replaced: dict[str, pa.Array] | None = None) -> None:
+        """A data file, read in blocks of rows, only the columns of features; ``replaced`` gives the new
+        values of columns that were rewritten (they are not decoded from the file)."""
+        replaced = replaced or {}
         width = sum(width for width, _ in self.features.values())
         batch = max(1, STATS_MEMORY_BUDGET // (8 * width))
-        for block in pq.ParquetFile(data_file).iter_batches(batch_size=batch, columns=list(self.features)):
-            self.add(pa.Table.from_batches([block]), first_row)
-            first_row += block.num_rows
+        wanted = [name for name in self.features if name not in replaced]
+        done = 0
+        for block in pq.ParquetFile(data_file).iter_batches(batch_size=batch, columns=wanted):
+            columns = {name: block.column(name) for name in wanted}
+            columns.update((name, values.slice(done, block.num_rows)) for name, values in replaced.items())
+            self.add(columns, block.num_rows, first_row + done)
+            done += block.num_rows
 
     def stats(self, name: str) -> dict[str, list]:
         scratch = self.scratches[name]
