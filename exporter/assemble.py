@@ -508,7 +508,9 @@ def _lay_over_one(
     else:
         data = _read_verified(shard, shard.data_file())  # read once: checked, spliced and its statistics taken
         known[target.data_file()] = _write_data(data, stage / target.data_file(), target, stats)
-        _write_episode_row(shard.path / shard.episodes_file(), stage / target.episodes_file(), target)
+        _write_episode_row(
+            shard.path / shard.episodes_file(), stage / target.episodes_file(), target, shard.episode
+        )
     moved = f"ceres/episodes/episode-{new_index:06d}"
     for source, name in ((EPISODE_METADATA, "episode-metadata.json"), (RECEIPT, "source-receipt.json"),
                          (REDACTION, "redaction.json")):
@@ -565,10 +567,11 @@ def _write_data(source: bytes, target: Path, shard: _Shard, stats: _DatasetStats
     row group at a time). Statistics decode only the columns they need."""
     data = pq.ParquetFile(pa.BufferReader(source))
     schema = data.schema_arrow
-    frame_index = data.read(columns=["frame_index"], use_threads=False).column("frame_index").to_numpy()
+    frame_index = data.read(columns=["frame_index"], use_threads=False).column("frame_index").combine_chunks()
+    frame_index = _to_numpy(frame_index)
     first_row = shard.episode["dataset_from_index"]
     new = {"episode_index": np.full(len(frame_index), shard.episode_index), "index": first_row + frame_index}
-    columns = {name: pa.array(values, type=schema.field(name).type) for name, values in new.items()}
+    columns = {name: _from_numpy(values, schema.field(name).type) for name, values in new.items()}
     written = replace_columns(source, columns)
     if written is None:
         written = _rewrite_data(data, columns)
@@ -596,15 +599,16 @@ def _rewrite_data(data: pq.ParquetFile, columns: dict[str, pa.Array]) -> bytes:
     return out.getvalue().to_pybytes()
 
 
-def _write_episode_row(source: Path, target: Path, shard: _Shard) -> None:
+def _write_episode_row(source: Path, target: Path, shard: _Shard, before: dict[str, Any]) -> None:
     """Rewrite the episode row's locations and the statistics of the two renumbered columns; every
-    other column (the row has thousands, most of them statistics) is kept as it is."""
-    table = pq.read_table(source)
-    row = dict(shard.episode)
-    length = row["length"]
+    other column (the row has thousands, most of them statistics) is kept as it is. ``before``: the row's
+    own columns as the shard has them."""
+    table = pq.ParquetFile(source).read()  # read_table would import pyarrow.dataset and pandas
+    row = {name: value for name, value in shard.episode.items() if before.get(name) != value}
+    length = shard.episode["length"]
     new_values = {
         "episode_index": np.full(length, shard.episode_index),
-        "index": np.arange(row["dataset_from_index"], row["dataset_to_index"]),
+        "index": np.arange(shard.episode["dataset_from_index"], shard.episode["dataset_to_index"]),
     }
     for name, values in new_values.items():
         for stat, value in feature_stats(values).items():
@@ -613,7 +617,7 @@ def _write_episode_row(source: Path, target: Path, shard: _Shard) -> None:
         i = table.schema.get_field_index(name)
         if i >= 0:
             field = table.schema.field(i)
-            table = table.set_column(i, field, pa.array([value]).cast(field.type))
+            table = table.set_column(i, field, _from_numpy([value], field.type))
     target.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, target)
 
@@ -644,6 +648,39 @@ def _dataset_info(info: dict[str, Any], episodes: list[AssembledEpisode], tasks:
     return info
 
 
+# pyarrow's own conversions between numpy and arrow (pa.array, to_numpy) import pandas, which takes longer
+# than assembling a short dataset; plain fixed-width buffers need no pandas, so they are converted here.
+_NUMPY_TYPES = {
+    pa.int8(): np.int8, pa.int16(): np.int16, pa.int32(): np.int32, pa.int64(): np.int64,
+    pa.uint8(): np.uint8, pa.uint16(): np.uint16, pa.uint32(): np.uint32, pa.uint64(): np.uint64,
+    pa.float32(): np.float32, pa.float64(): np.float64,
+}
+
+
+def _to_numpy(array: pa.Array) -> np.ndarray:
+    """The values of a flat arrow array as numpy (booleans as bool; a view where the buffer allows)."""
+    if array.null_count == 0 and pa.types.is_boolean(array.type):
+        bits = np.frombuffer(array.buffers()[1], np.uint8)
+        return np.unpackbits(bits, count=array.offset + len(array), bitorder="little")[array.offset :].astype(bool)
+    if array.null_count == 0 and array.type in _NUMPY_TYPES:
+        dtype = np.dtype(_NUMPY_TYPES[array.type])
+        return np.frombuffer(array.buffers()[1], dtype, count=len(array), offset=array.offset * dtype.itemsize)
+    return array.to_numpy(zero_copy_only=False)
+
+
+def _from_numpy(values: Any, type_: pa.DataType) -> pa.Array:
+    """An arrow array of ``type_`` holding ``values`` (a sequence or numpy array)."""
+    if type_ in _NUMPY_TYPES:
+        values = np.ascontiguousarray(values, dtype=_NUMPY_TYPES[type_])
+        return pa.Array.from_buffers(type_, len(values), [None, pa.py_buffer(values)])
+    if pa.types.is_list(type_) and type_.value_type in _NUMPY_TYPES and all(isinstance(v, list) for v in values):
+        offsets = np.cumsum([0, *(len(v) for v in values)], dtype=np.int32)
+        flat = [item for value in values for item in value]
+        return pa.ListArray.from_arrays(_from_numpy(offsets, pa.int32()), _from_numpy(flat, type_.value_type),
+                                        type=type_)
+    return pa.array(values, type=type_)
+
+
 class _DatasetStats:
     """Every data row of the dataset, gathered a block of rows at a time into one column scratch file
     per non-video feature (in the staging folder, unlinked), for exact statistics one dimension at a
@@ -668,9 +705,12 @@ class _DatasetStats:
             column = columns[name]
             if isinstance(column, pa.ChunkedArray):
                 column = column.combine_chunks()
-            if pa.types.is_list(column.type) or pa.types.is_fixed_size_list(column.type):
+            if pa.types.is_fixed_size_list(column.type) and column.null_count == 0:
+                size = column.type.list_size  # its flatten() would import pyarrow.compute
+                column = column.values.slice(column.offset * size, len(column) * size)
+            elif pa.types.is_list(column.type) or pa.types.is_fixed_size_list(column.type):
                 column = column.flatten()
-            scratch.write(first_row, column.to_numpy(zero_copy_only=False).reshape(rows, -1))
+            scratch.write(first_row, _to_numpy(column).reshape(rows, -1))
 
     def add_file(self, data_file: Path | pa.BufferReader, first_row: int,
                  replaced: dict[str, pa.Array] | None = None) -> None:

@@ -15,7 +15,7 @@ def read_tasks(path: Path) -> list[str]:
     Read with pyarrow and its pandas metadata, not pandas itself: pandas takes longer to import than
     assembling a short dataset takes, and the table is what pandas would make of the same file."""
     try:
-        table = pq.read_table(path)
+        table = pq.ParquetFile(path).read()  # read_table would import pyarrow.dataset and pandas
         meta = table.schema.pandas_metadata or {}
     except (OSError, ValueError, pa.ArrowException) as exc:
         raise SourceError(f"unreadable task table: {exc}", path=str(path)) from None
