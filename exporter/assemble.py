@@ -94,6 +94,7 @@ class _Shard:
     tasks: list[str]
     receipt_sha256: str
     recorded_at: str
+    camera_stats: dict[str, dict[str, Any]]  # the episode row's sampled-frame statistics of each camera
 
     @property
     def label(self) -> str:
@@ -261,12 +262,18 @@ def _read_shard(path: Path, tasks: dict[str, list[str]], features: dict[str, dic
     )
     try:
         episodes = pq.ParquetFile(episodes_file)
-        own = [name for name in episodes.schema_arrow.names if not name.startswith("stats/")]
-        rows = episodes.read(columns=own).to_pylist()
+        cameras = {f"stats/{name}/" for name, spec in info["features"].items() if spec["dtype"] == "video"}
+        wanted = [name for name in episodes.schema_arrow.names
+                  if not name.startswith("stats/") or name[: name.rindex("/") + 1] in cameras]
+        rows = episodes.read(columns=wanted).to_pylist()
     except (OSError, ValueError, pa.ArrowException) as exc:
         raise AssemblyError(f"unreadable episode row: {exc}", path=str(episodes_file)) from None
     if len(rows) != 1 or rows[0].get("episode_index") != index:
         raise AssemblyError(f"expected one row for episode {index}", path=str(episodes_file))
+    camera_stats: dict[str, dict[str, Any]] = {}
+    for name in [name for name in rows[0] if name.startswith("stats/")]:
+        _, camera, stat = name.rsplit("/", 2)
+        camera_stats.setdefault(camera, {})[stat] = rows[0].pop(name)
     _check_episode_row(rows[0], info, episodes_file)
     metadata = _read_json(path / EPISODE_METADATA)
     digests = {a["path"]: a["sha256"] for a in receipt["artefacts"]}
@@ -280,6 +287,7 @@ def _read_shard(path: Path, tasks: dict[str, list[str]], features: dict[str, dic
         info=info,
         episode=rows[0],
         tasks=tasks[tasks_key],
+        camera_stats=camera_stats,
         receipt_sha256=bytes_digest(receipt_bytes)[0],
         recorded_at=str(metadata.get("recorded_at") or ""),
     )
@@ -754,10 +762,12 @@ def _dataset_stats(shards: list[_Shard], gathered: _DatasetStats) -> dict[str, d
 
 
 def _camera_stats(shard: _Shard, name: str) -> Any:
-    stats = _read_json(shard.path / "meta/stats.json")
-    if not isinstance(stats, dict) or not isinstance(stats.get(name), dict):
-        raise AssemblyError(f"no statistics of {name}", path=str(shard.path / "meta/stats.json"))
-    return stats[name]
+    """The camera's sampled-frame statistics from the shard's episode row (the same values as its
+    ``meta/stats.json``, read with the row instead of parsing that file's thousands of numbers)."""
+    stats = shard.camera_stats.get(name)
+    if not stats or "count" not in stats:
+        raise AssemblyError(f"no statistics of {name}", path=str(shard.path / shard.episodes_file()))
+    return stats
 
 
 def _assembly(shards: list[_Shard], episodes: list[AssembledEpisode], created: datetime) -> dict[str, Any]:
