@@ -575,17 +575,18 @@ def _write_data(source: bytes, target: Path, shard: _Shard, stats: _DatasetStats
     row group at a time). Statistics decode only the columns they need."""
     data = pq.ParquetFile(pa.BufferReader(source))
     schema = data.schema_arrow
-    frame_index = data.read(columns=["frame_index"], use_threads=False).column("frame_index").combine_chunks()
-    frame_index = _to_numpy(frame_index)
+    whole = stats.read_whole(data)  # a short file's feature columns in one read, frame_index among them
+    frame_index = (whole if whole is not None else data.read(columns=["frame_index"], use_threads=False))
+    frame_index = _to_numpy(frame_index.column("frame_index").combine_chunks())
     first_row = shard.episode["dataset_from_index"]
     new = {"episode_index": np.full(len(frame_index), shard.episode_index), "index": first_row + frame_index}
     columns = {name: _from_numpy(values, schema.field(name).type) for name, values in new.items()}
-    written = replace_columns(source, columns)
+    written = replace_columns(source, columns, schema=schema)
     if written is None:
         written = _rewrite_data(data, columns)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_bytes(written)
-    stats.add_file(pa.BufferReader(source), first_row, columns)
+    stats.add_file(data, first_row, columns, whole=whole)
     return bytes_digest(written)
 
 
@@ -720,16 +721,31 @@ class _DatasetStats:
                 column = column.flatten()
             scratch.write(first_row, _to_numpy(column).reshape(rows, -1))
 
-    def add_file(self, data_file: Path | pa.BufferReader, first_row: int,
-                 replaced: dict[str, pa.Array] | None = None) -> None:
-        """A data file, read in blocks of rows, only the columns of features; ``replaced`` gives the new
-        values of columns that were rewritten (they are not decoded from the file)."""
-        replaced = replaced or {}
+    def _batch_rows(self) -> int:
         width = sum(width for width, _ in self.features.values())
-        batch = max(1, STATS_MEMORY_BUDGET // (8 * width))
+        return max(1, STATS_MEMORY_BUDGET // (8 * width))
+
+    def read_whole(self, data: pq.ParquetFile) -> pa.Table | None:
+        """The feature columns of a data file that fits one block, in one read; ``None`` for a longer one."""
+        if data.metadata.num_rows > self._batch_rows():
+            return None
+        return data.read(columns=[name for name in self.features if name in data.schema_arrow.names],
+                         use_threads=False)
+
+    def add_file(self, data: Path | pq.ParquetFile, first_row: int, replaced: dict[str, pa.Array] | None = None,
+                 *, whole: pa.Table | None = None) -> None:
+        """A data file, read in blocks of rows, only the columns of features (``whole``: those columns
+        already read); ``replaced`` gives the new values of columns that were rewritten (their old values
+        are not used)."""
+        replaced = replaced or {}
         wanted = [name for name in self.features if name not in replaced]
+        if whole is not None:
+            blocks: Any = [whole]
+        else:
+            data = data if isinstance(data, pq.ParquetFile) else pq.ParquetFile(data)
+            blocks = data.iter_batches(batch_size=self._batch_rows(), columns=wanted)
         done = 0
-        for block in pq.ParquetFile(data_file).iter_batches(batch_size=batch, columns=wanted):
+        for block in blocks:
             columns = {name: block.column(name) for name in wanted}
             columns.update((name, values.slice(done, block.num_rows)) for name, values in replaced.items())
             self.add(columns, block.num_rows, first_row + done)

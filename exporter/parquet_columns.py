@@ -238,24 +238,28 @@ def _moved(chunk: _Struct, shift: int) -> _Struct:
     return chunk
 
 
-def replace_columns(source: bytes, columns: dict[str, pa.Array], **write_options: Any) -> bytes | None:
+def replace_columns(
+    source: bytes, columns: dict[str, pa.Array], *, schema: pa.Schema | None = None, **write_options: Any
+) -> bytes | None:
     """The bytes of ``source`` (a whole parquet file) with the top-level ``columns`` replaced by the given
     values (same type and length as the file's); ``None`` when the file cannot be spliced.
     ``write_options`` go to pyarrow's writer for the new columns (a file does not record the options it
-    was written with)."""
+    was written with). ``schema``: the file's arrow schema, when the caller has read it already."""
     try:
         metadata, _ = read_footer(source)
     except (ValueError, IndexError, struct.error):
         return None
     if not _spliceable(metadata):
         return None
-    original = pq.ParquetFile(pa.BufferReader(source))
-    schema = original.schema_arrow
-    if original.metadata.num_columns != len(schema) or any(name not in schema.names for name in columns):
+    if schema is None:
+        schema = pq.ParquetFile(pa.BufferReader(source)).schema_arrow
+    groups = metadata.get(_FMD_ROW_GROUPS)[1]
+    if (any(len(group.get(_RG_COLUMNS)[1]) != len(schema) for group in groups)
+            or any(name not in schema.names for name in columns)):
         return None  # a nested column spans several chunks: not handled here
     places = [schema.get_field_index(name) for name in columns]
     side = pa.BufferOutputStream()
-    sizes = [original.metadata.row_group(g).num_rows for g in range(original.num_row_groups)]
+    sizes = [group.get(_RG_NUM_ROWS) for group in groups]
     new_schema = pa.schema([schema.field(i) for i in places])
     table = pa.table([columns[name] for name in columns], schema=new_schema)
     with pq.ParquetWriter(side, new_schema, **write_options) as writer:
