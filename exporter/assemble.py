@@ -61,6 +61,9 @@ EPISODES_PATH = "meta/episodes/chunk-{chunk_index:03d}/file-{file_index:03d}.par
 DATASET_WIDE = ("meta/info.json", "meta/stats.json", "meta/tasks.parquet")
 # Largest block of a data file read at once (its state column as float64) while gathering statistics.
 STATS_MEMORY_BUDGET = 256 * 1024 * 1024
+# A renumbered data file up to this size is read into memory once (hashed, spliced, its statistics decoded
+# from the same bytes); a larger one (hours of states) is hashed as it is read and rewritten from the file.
+SPLICE_MEMORY_BYTES = 64 * 1024 * 1024
 ORDERS = ("index", "given", "recorded")
 _LAY_OVER_THREADS = min(2, os.cpu_count() or 1)
 _LARGE = ("data/", "videos/")  # artefacts verified while they are copied, not before
@@ -503,6 +506,9 @@ def _lay_over_one(
         (stage / place).parent.mkdir(parents=True, exist_ok=True)
     copies = {} if link else {name: stage / place for name, place in places.items()}
     large = [name for name in places if name.startswith(_LARGE)]
+    in_memory = target is not shard and _size(shard.path / shard.data_file()) <= SPLICE_MEMORY_BYTES
+    if target is not shard and not in_memory:
+        large.append(shard.data_file())  # hashed as it is read, then rewritten from the file
     problems, digests = check_artefacts(shard.path, RECEIPT, copies=copies, names=sorted(set(large)))
     if problems:
         raise _fails_receipt(shard.path, problems)
@@ -513,9 +519,13 @@ def _lay_over_one(
     if target is shard:
         known[target.episodes_file()] = _copy(shard.path / shard.episodes_file(), stage / target.episodes_file())
         stats.add_file(shard.path / shard.data_file(), from_index)
-    else:
+    elif in_memory:
         data = _read_verified(shard, shard.data_file())  # read once: checked, spliced and its statistics taken
         known[target.data_file()] = _write_data(data, stage / target.data_file(), target, stats)
+    else:
+        known[target.data_file()] = _write_long_data(shard.path / shard.data_file(), stage / target.data_file(),
+                                                     target, stats)
+    if target is not shard:
         _write_episode_row(
             shard.path / shard.episodes_file(), stage / target.episodes_file(), target, shard.episode
         )
@@ -579,8 +589,7 @@ def _write_data(source: bytes, target: Path, shard: _Shard, stats: _DatasetStats
     frame_index = (whole if whole is not None else data.read(columns=["frame_index"], use_threads=False))
     frame_index = _to_numpy(frame_index.column("frame_index").combine_chunks())
     first_row = shard.episode["dataset_from_index"]
-    new = {"episode_index": np.full(len(frame_index), shard.episode_index), "index": first_row + frame_index}
-    columns = {name: _from_numpy(values, schema.field(name).type) for name, values in new.items()}
+    columns = _new_columns(data, shard, frame_index)
     written = replace_columns(source, columns, schema=schema)
     if written is None:
         written = _rewrite_data(data, columns)
@@ -590,14 +599,42 @@ def _write_data(source: bytes, target: Path, shard: _Shard, stats: _DatasetStats
     return bytes_digest(written)
 
 
-def _rewrite_data(data: pq.ParquetFile, columns: dict[str, pa.Array]) -> bytes:
-    """The whole data file written again with ``columns`` replaced, a row group at a time."""
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0  # missing: the receipt check names it
+
+
+def _new_columns(data: pq.ParquetFile, shard: _Shard, frame_index: np.ndarray) -> dict[str, pa.Array]:
+    first_row = shard.episode["dataset_from_index"]
+    new = {"episode_index": np.full(len(frame_index), shard.episode_index), "index": first_row + frame_index}
+    return {name: _from_numpy(values, data.schema_arrow.field(name).type) for name, values in new.items()}
+
+
+def _write_long_data(source: Path, target: Path, shard: _Shard, stats: _DatasetStats) -> tuple[str, int]:
+    """``_write_data`` for a data file larger than ``SPLICE_MEMORY_BYTES`` (already checked against the
+    receipt): rewritten whole from the file a row group at a time, so memory stays one row group."""
+    data = pq.ParquetFile(source)
+    frame_index = _to_numpy(data.read(columns=["frame_index"], use_threads=False).column("frame_index")
+                            .combine_chunks())
+    columns = _new_columns(data, shard, frame_index)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with target.open("xb") as out:
+        _rewrite_data(data, columns, out)
+    stats.add_file(data, shard.episode["dataset_from_index"], columns)
+    return file_digest(target)
+
+
+def _rewrite_data(data: pq.ParquetFile, columns: dict[str, pa.Array], out: Any = None) -> bytes:
+    """The whole data file written again with ``columns`` replaced, a row group at a time (to ``out``, a
+    binary file, or returned)."""
     # float vectors rarely repeat: skipping the dictionary attempt halves the time to encode them
     plain = {"observation.state", "action"}
     dictionary = [name for name in data.schema_arrow.names if name not in plain]
-    out = pa.BufferOutputStream()
+    sink = pa.BufferOutputStream() if out is None else out
     first = 0
-    with pq.ParquetWriter(out, data.schema_arrow, use_dictionary=dictionary) as writer:
+    with pq.ParquetWriter(sink, data.schema_arrow, use_dictionary=dictionary) as writer:
         for group in range(data.num_row_groups):
             table = data.read_row_group(group)
             for name, values in columns.items():
@@ -605,7 +642,7 @@ def _rewrite_data(data: pq.ParquetFile, columns: dict[str, pa.Array]) -> bytes:
                 table = table.set_column(i, table.schema.field(i), values.slice(first, table.num_rows))
             writer.write_table(table, row_group_size=max(1, table.num_rows))
             first += table.num_rows
-    return out.getvalue().to_pybytes()
+    return sink.getvalue().to_pybytes() if out is None else b""
 
 
 def _write_episode_row(source: Path, target: Path, shard: _Shard, before: dict[str, Any]) -> None:
