@@ -32,13 +32,22 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from exporter.errors import AssemblyError
 from exporter.jsonfile import write_json
 from exporter.modes import publish_modes
-from exporter.receipt import RECEIPT, build_artefacts, bytes_digest, check_artefacts, file_digest, verify_artefacts
+from exporter.parquet_columns import replace_columns
+from exporter.receipt import (
+    RECEIPT,
+    build_artefacts,
+    bytes_digest,
+    check_artefacts,
+    digest_problems,
+    file_digest,
+    read_artefacts,
+    verify_artefacts,
+)
 from exporter.stats import ColumnScratch, collect, dimension_stats, feature_stats, pooled_image_stats
 from exporter.task_table import read_tasks
 from exporter.timestamps import rfc3339
@@ -52,6 +61,9 @@ EPISODES_PATH = "meta/episodes/chunk-{chunk_index:03d}/file-{file_index:03d}.par
 DATASET_WIDE = ("meta/info.json", "meta/stats.json", "meta/tasks.parquet")
 # Largest block of a data file read at once (its state column as float64) while gathering statistics.
 STATS_MEMORY_BUDGET = 256 * 1024 * 1024
+# A renumbered data file up to this size is read into memory once (hashed, spliced, its statistics decoded
+# from the same bytes); a larger one (hours of states) is hashed as it is read and rewritten from the file.
+SPLICE_MEMORY_BYTES = 64 * 1024 * 1024
 ORDERS = ("index", "given", "recorded")
 _LAY_OVER_THREADS = min(2, os.cpu_count() or 1)
 _LARGE = ("data/", "videos/")  # artefacts verified while they are copied, not before
@@ -85,6 +97,7 @@ class _Shard:
     tasks: list[str]
     receipt_sha256: str
     recorded_at: str
+    camera_stats: dict[str, dict[str, Any]]  # the episode row's sampled-frame statistics of each camera
 
     @property
     def label(self) -> str:
@@ -252,12 +265,18 @@ def _read_shard(path: Path, tasks: dict[str, list[str]], features: dict[str, dic
     )
     try:
         episodes = pq.ParquetFile(episodes_file)
-        own = [name for name in episodes.schema_arrow.names if not name.startswith("stats/")]
-        rows = episodes.read(columns=own).to_pylist()
+        cameras = {f"stats/{name}/" for name, spec in info["features"].items() if spec["dtype"] == "video"}
+        wanted = [name for name in episodes.schema_arrow.names
+                  if not name.startswith("stats/") or name[: name.rindex("/") + 1] in cameras]
+        rows = episodes.read(columns=wanted).to_pylist()
     except (OSError, ValueError, pa.ArrowException) as exc:
         raise AssemblyError(f"unreadable episode row: {exc}", path=str(episodes_file)) from None
     if len(rows) != 1 or rows[0].get("episode_index") != index:
         raise AssemblyError(f"expected one row for episode {index}", path=str(episodes_file))
+    camera_stats: dict[str, dict[str, Any]] = {}
+    for name in [name for name in rows[0] if name.startswith("stats/")]:
+        _, camera, stat = name.rsplit("/", 2)
+        camera_stats.setdefault(camera, {})[stat] = rows[0].pop(name)
     _check_episode_row(rows[0], info, episodes_file)
     metadata = _read_json(path / EPISODE_METADATA)
     digests = {a["path"]: a["sha256"] for a in receipt["artefacts"]}
@@ -271,6 +290,7 @@ def _read_shard(path: Path, tasks: dict[str, list[str]], features: dict[str, dic
         info=info,
         episode=rows[0],
         tasks=tasks[tasks_key],
+        camera_stats=camera_stats,
         receipt_sha256=bytes_digest(receipt_bytes)[0],
         recorded_at=str(metadata.get("recorded_at") or ""),
     )
@@ -485,7 +505,10 @@ def _lay_over_one(
     for place in places.values():
         (stage / place).parent.mkdir(parents=True, exist_ok=True)
     copies = {} if link else {name: stage / place for name, place in places.items()}
-    large = [name for name in [shard.data_file(), *places] if name.startswith(_LARGE)]
+    large = [name for name in places if name.startswith(_LARGE)]
+    in_memory = target is not shard and _size(shard.path / shard.data_file()) <= SPLICE_MEMORY_BYTES
+    if target is not shard and not in_memory:
+        large.append(shard.data_file())  # hashed as it is read, then rewritten from the file
     problems, digests = check_artefacts(shard.path, RECEIPT, copies=copies, names=sorted(set(large)))
     if problems:
         raise _fails_receipt(shard.path, problems)
@@ -496,9 +519,16 @@ def _lay_over_one(
     if target is shard:
         known[target.episodes_file()] = _copy(shard.path / shard.episodes_file(), stage / target.episodes_file())
         stats.add_file(shard.path / shard.data_file(), from_index)
+    elif in_memory:
+        data = _read_verified(shard, shard.data_file())  # read once: checked, spliced and its statistics taken
+        known[target.data_file()] = _write_data(data, stage / target.data_file(), target, stats)
     else:
-        _write_data(shard.path / shard.data_file(), stage / target.data_file(), target, stats)
-        _write_episode_row(shard.path / shard.episodes_file(), stage / target.episodes_file(), target)
+        known[target.data_file()] = _write_long_data(shard.path / shard.data_file(), stage / target.data_file(),
+                                                     target, stats)
+    if target is not shard:
+        _write_episode_row(
+            shard.path / shard.episodes_file(), stage / target.episodes_file(), target, shard.episode
+        )
     moved = f"ceres/episodes/episode-{new_index:06d}"
     for source, name in ((EPISODE_METADATA, "episode-metadata.json"), (RECEIPT, "source-receipt.json"),
                          (REDACTION, "redaction.json")):
@@ -532,35 +562,99 @@ def _renumbered(shard: _Shard, new_index: int, from_index: int) -> _Shard:
     return dataclasses.replace(shard, episode_index=new_index, episode=row)
 
 
-def _write_data(source: Path, target: Path, shard: _Shard, stats: _DatasetStats) -> None:
-    """The data file with ``episode_index`` and ``index`` rewritten, a row group at a time; every other
-    column, the schema and the row groups stay as they are."""
+def _read_verified(shard: _Shard, name: str) -> bytes:
+    """The bytes of one of the shard's files, checked against its receipt."""
+    path = shard.path / name
+    if path.is_symlink() or not path.is_file():
+        raise _fails_receipt(shard.path, [f"{name}: not a regular file"])
+    data = path.read_bytes()
+    try:
+        artefacts = read_artefacts((shard.path / RECEIPT).read_bytes())
+    except (OSError, ValueError) as exc:
+        raise _fails_receipt(shard.path, [f"{RECEIPT}: {exc}"]) from None
+    problems = digest_problems(artefacts, {name: bytes_digest(data)})
+    if problems:
+        raise _fails_receipt(shard.path, problems)
+    return data
+
+
+def _write_data(source: bytes, target: Path, shard: _Shard, stats: _DatasetStats) -> tuple[str, int]:
+    """The data file (``source``, its bytes) with ``episode_index`` and ``index`` rewritten; its digest and
+    size. Only those two columns are encoded anew: every other column chunk is copied as bytes, and the
+    schema and the row groups stay as they are (a file that cannot be spliced so is rewritten whole, a
+    row group at a time). Statistics decode only the columns they need."""
+    data = pq.ParquetFile(pa.BufferReader(source))
+    schema = data.schema_arrow
+    whole = stats.read_whole(data)  # a short file's feature columns in one read, frame_index among them
+    frame_index = (whole if whole is not None else data.read(columns=["frame_index"], use_threads=False))
+    frame_index = _to_numpy(frame_index.column("frame_index").combine_chunks())
+    first_row = shard.episode["dataset_from_index"]
+    columns = _new_columns(data, shard, frame_index)
+    written = replace_columns(source, columns, schema=schema)
+    if written is None:
+        written = _rewrite_data(data, columns)
     target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(written)
+    stats.add_file(data, first_row, columns, whole=whole)
+    return bytes_digest(written)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0  # missing: the receipt check names it
+
+
+def _new_columns(data: pq.ParquetFile, shard: _Shard, frame_index: np.ndarray) -> dict[str, pa.Array]:
+    first_row = shard.episode["dataset_from_index"]
+    new = {"episode_index": np.full(len(frame_index), shard.episode_index), "index": first_row + frame_index}
+    return {name: _from_numpy(values, data.schema_arrow.field(name).type) for name, values in new.items()}
+
+
+def _write_long_data(source: Path, target: Path, shard: _Shard, stats: _DatasetStats) -> tuple[str, int]:
+    """``_write_data`` for a data file larger than ``SPLICE_MEMORY_BYTES`` (already checked against the
+    receipt): rewritten whole from the file a row group at a time, so memory stays one row group."""
     data = pq.ParquetFile(source)
+    frame_index = _to_numpy(data.read(columns=["frame_index"], use_threads=False).column("frame_index")
+                            .combine_chunks())
+    columns = _new_columns(data, shard, frame_index)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with target.open("xb") as out:
+        _rewrite_data(data, columns, out)
+    stats.add_file(data, shard.episode["dataset_from_index"], columns)
+    return file_digest(target)
+
+
+def _rewrite_data(data: pq.ParquetFile, columns: dict[str, pa.Array], out: Any = None) -> bytes:
+    """The whole data file written again with ``columns`` replaced, a row group at a time (to ``out``, a
+    binary file, or returned)."""
     # float vectors rarely repeat: skipping the dictionary attempt halves the time to encode them
     plain = {"observation.state", "action"}
     dictionary = [name for name in data.schema_arrow.names if name not in plain]
-    first_row = shard.episode["dataset_from_index"]
-    with pq.ParquetWriter(target, data.schema_arrow, use_dictionary=dictionary) as writer:
+    sink = pa.BufferOutputStream() if out is None else out
+    first = 0
+    with pq.ParquetWriter(sink, data.schema_arrow, use_dictionary=dictionary) as writer:
         for group in range(data.num_row_groups):
             table = data.read_row_group(group)
-            frame_index = table.column("frame_index").to_numpy()
-            table = _set_column(table, "episode_index", np.full(len(frame_index), shard.episode_index))
-            table = _set_column(table, "index", shard.episode["dataset_from_index"] + frame_index)
+            for name, values in columns.items():
+                i = table.schema.get_field_index(name)
+                table = table.set_column(i, table.schema.field(i), values.slice(first, table.num_rows))
             writer.write_table(table, row_group_size=max(1, table.num_rows))
-            stats.add(table, first_row)
-            first_row += table.num_rows
+            first += table.num_rows
+    return sink.getvalue().to_pybytes() if out is None else b""
 
 
-def _write_episode_row(source: Path, target: Path, shard: _Shard) -> None:
+def _write_episode_row(source: Path, target: Path, shard: _Shard, before: dict[str, Any]) -> None:
     """Rewrite the episode row's locations and the statistics of the two renumbered columns; every
-    other column (the row has thousands, most of them statistics) is kept as it is."""
-    table = pq.read_table(source)
-    row = dict(shard.episode)
-    length = row["length"]
+    other column (the row has thousands, most of them statistics) is kept as it is. ``before``: the row's
+    own columns as the shard has them."""
+    table = pq.ParquetFile(source).read()  # read_table would import pyarrow.dataset and pandas
+    row = {name: value for name, value in shard.episode.items() if before.get(name) != value}
+    length = shard.episode["length"]
     new_values = {
         "episode_index": np.full(length, shard.episode_index),
-        "index": np.arange(row["dataset_from_index"], row["dataset_to_index"]),
+        "index": np.arange(shard.episode["dataset_from_index"], shard.episode["dataset_to_index"]),
     }
     for name, values in new_values.items():
         for stat, value in feature_stats(values).items():
@@ -569,15 +663,9 @@ def _write_episode_row(source: Path, target: Path, shard: _Shard) -> None:
         i = table.schema.get_field_index(name)
         if i >= 0:
             field = table.schema.field(i)
-            table = table.set_column(i, field, pa.array([value]).cast(field.type))
+            table = table.set_column(i, field, _from_numpy([value], field.type))
     target.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, target)
-
-
-def _set_column(table: pa.Table, name: str, values: np.ndarray) -> pa.Table:
-    i = table.schema.get_field_index(name)
-    field = table.schema.field(i)
-    return table.set_column(i, field, pa.array(values, type=field.type))
 
 
 def _copy_task_specifications(shard: _Shard, stage: Path, known: dict[str, tuple[str, int]]) -> None:
@@ -606,6 +694,39 @@ def _dataset_info(info: dict[str, Any], episodes: list[AssembledEpisode], tasks:
     return info
 
 
+# pyarrow's own conversions between numpy and arrow (pa.array, to_numpy) import pandas, which takes longer
+# than assembling a short dataset; plain fixed-width buffers need no pandas, so they are converted here.
+_NUMPY_TYPES = {
+    pa.int8(): np.int8, pa.int16(): np.int16, pa.int32(): np.int32, pa.int64(): np.int64,
+    pa.uint8(): np.uint8, pa.uint16(): np.uint16, pa.uint32(): np.uint32, pa.uint64(): np.uint64,
+    pa.float32(): np.float32, pa.float64(): np.float64,
+}
+
+
+def _to_numpy(array: pa.Array) -> np.ndarray:
+    """The values of a flat arrow array as numpy (booleans as bool; a view where the buffer allows)."""
+    if array.null_count == 0 and pa.types.is_boolean(array.type):
+        bits = np.frombuffer(array.buffers()[1], np.uint8)
+        return np.unpackbits(bits, count=array.offset + len(array), bitorder="little")[array.offset :].astype(bool)
+    if array.null_count == 0 and array.type in _NUMPY_TYPES:
+        dtype = np.dtype(_NUMPY_TYPES[array.type])
+        return np.frombuffer(array.buffers()[1], dtype, count=len(array), offset=array.offset * dtype.itemsize)
+    return array.to_numpy(zero_copy_only=False)
+
+
+def _from_numpy(values: Any, type_: pa.DataType) -> pa.Array:
+    """An arrow array of ``type_`` holding ``values`` (a sequence or numpy array)."""
+    if type_ in _NUMPY_TYPES:
+        values = np.ascontiguousarray(values, dtype=_NUMPY_TYPES[type_])
+        return pa.Array.from_buffers(type_, len(values), [None, pa.py_buffer(values)])
+    if pa.types.is_list(type_) and type_.value_type in _NUMPY_TYPES and all(isinstance(v, list) for v in values):
+        offsets = np.cumsum([0, *(len(v) for v in values)], dtype=np.int32)
+        flat = [item for value in values for item in value]
+        return pa.ListArray.from_arrays(_from_numpy(offsets, pa.int32()), _from_numpy(flat, type_.value_type),
+                                        type=type_)
+    return pa.array(values, type=type_)
+
+
 class _DatasetStats:
     """Every data row of the dataset, gathered a block of rows at a time into one column scratch file
     per non-video feature (in the staging folder, unlinked), for exact statistics one dimension at a
@@ -623,21 +744,49 @@ class _DatasetStats:
             for name, (width, dtype) in self.features.items()
         }
 
-    def add(self, table: pa.Table, first_row: int) -> None:
-        """Rows ``first_row`` .. of the dataset (shards may be added in any order)."""
+    def add(self, columns: dict[str, pa.Array | pa.ChunkedArray], rows: int, first_row: int) -> None:
+        """Rows ``first_row`` .. ``first_row + rows`` of the dataset, every feature's column among ``columns``
+        (shards may be added in any order)."""
         for name, scratch in self.scratches.items():
-            column = table.column(name).combine_chunks()
-            if pa.types.is_list(column.type) or pa.types.is_fixed_size_list(column.type):
-                column = pc.list_flatten(column)
-            scratch.write(first_row, column.to_numpy(zero_copy_only=False).reshape(table.num_rows, -1))
+            column = columns[name]
+            if isinstance(column, pa.ChunkedArray):
+                column = column.combine_chunks()
+            if pa.types.is_fixed_size_list(column.type) and column.null_count == 0:
+                size = column.type.list_size  # its flatten() would import pyarrow.compute
+                column = column.values.slice(column.offset * size, len(column) * size)
+            elif pa.types.is_list(column.type) or pa.types.is_fixed_size_list(column.type):
+                column = column.flatten()
+            scratch.write(first_row, _to_numpy(column).reshape(rows, -1))
 
-    def add_file(self, data_file: Path, first_row: int) -> None:
-        """A data file whose indices stay as they are, read in blocks of rows."""
+    def _batch_rows(self) -> int:
         width = sum(width for width, _ in self.features.values())
-        batch = max(1, STATS_MEMORY_BUDGET // (8 * width))
-        for block in pq.ParquetFile(data_file).iter_batches(batch_size=batch, columns=list(self.features)):
-            self.add(pa.Table.from_batches([block]), first_row)
-            first_row += block.num_rows
+        return max(1, STATS_MEMORY_BUDGET // (8 * width))
+
+    def read_whole(self, data: pq.ParquetFile) -> pa.Table | None:
+        """The feature columns of a data file that fits one block, in one read; ``None`` for a longer one."""
+        if data.metadata.num_rows > self._batch_rows():
+            return None
+        return data.read(columns=[name for name in self.features if name in data.schema_arrow.names],
+                         use_threads=False)
+
+    def add_file(self, data: Path | pq.ParquetFile, first_row: int, replaced: dict[str, pa.Array] | None = None,
+                 *, whole: pa.Table | None = None) -> None:
+        """A data file, read in blocks of rows, only the columns of features (``whole``: those columns
+        already read); ``replaced`` gives the new values of columns that were rewritten (their old values
+        are not used)."""
+        replaced = replaced or {}
+        wanted = [name for name in self.features if name not in replaced]
+        if whole is not None:
+            blocks: Any = [whole]
+        else:
+            data = data if isinstance(data, pq.ParquetFile) else pq.ParquetFile(data)
+            blocks = data.iter_batches(batch_size=self._batch_rows(), columns=wanted)
+        done = 0
+        for block in blocks:
+            columns = {name: block.column(name) for name in wanted}
+            columns.update((name, values.slice(done, block.num_rows)) for name, values in replaced.items())
+            self.add(columns, block.num_rows, first_row + done)
+            done += block.num_rows
 
     def stats(self, name: str) -> dict[str, list]:
         scratch = self.scratches[name]
@@ -666,10 +815,12 @@ def _dataset_stats(shards: list[_Shard], gathered: _DatasetStats) -> dict[str, d
 
 
 def _camera_stats(shard: _Shard, name: str) -> Any:
-    stats = _read_json(shard.path / "meta/stats.json")
-    if not isinstance(stats, dict) or not isinstance(stats.get(name), dict):
-        raise AssemblyError(f"no statistics of {name}", path=str(shard.path / "meta/stats.json"))
-    return stats[name]
+    """The camera's sampled-frame statistics from the shard's episode row (the same values as its
+    ``meta/stats.json``, read with the row instead of parsing that file's thousands of numbers)."""
+    stats = shard.camera_stats.get(name)
+    if not stats or "count" not in stats:
+        raise AssemblyError(f"no statistics of {name}", path=str(shard.path / shard.episodes_file()))
+    return stats
 
 
 def _assembly(shards: list[_Shard], episodes: list[AssembledEpisode], created: datetime) -> dict[str, Any]:

@@ -3,24 +3,31 @@
 from collections.abc import Iterable
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from exporter.errors import SourceError
 
 
 def read_tasks(path: Path) -> list[str]:
-    """Task texts by task_index from a tasks.parquet (the task text is the pandas index ``task``)."""
+    """Task texts by task_index from a tasks.parquet (the task text is the pandas index ``task``).
+
+    Read with pyarrow and its pandas metadata, not pandas itself: pandas takes longer to import than
+    assembling a short dataset takes, and the table is what pandas would make of the same file."""
     try:
-        frame = pd.read_parquet(path)
+        table = pq.ParquetFile(path).read()  # read_table would import pyarrow.dataset and pandas
+        meta = table.schema.pandas_metadata or {}
     except (OSError, ValueError, pa.ArrowException) as exc:
         raise SourceError(f"unreadable task table: {exc}", path=str(path)) from None
-    if frame.index.name != "task" or list(frame.columns) != ["task_index"]:
+    index_columns = meta.get("index_columns") or []
+    names = {c.get("field_name"): c.get("name") for c in meta.get("columns") or [] if isinstance(c, dict)}
+    index = index_columns[0] if len(index_columns) == 1 and isinstance(index_columns[0], str) else None
+    columns = [name for name in table.column_names if name not in index_columns]
+    if index is None or names.get(index) != "task" or index not in table.column_names or columns != ["task_index"]:
         raise SourceError("a task table has the index 'task' and the column 'task_index'", path=str(path))
-    if frame["task_index"].tolist() != list(range(len(frame))):
+    if table.column("task_index").to_pylist() != list(range(table.num_rows)):
         raise SourceError("task_index must be 0, 1, 2, ... in row order", path=str(path))
-    return [str(task) for task in frame.index]
+    return [str(task) for task in table.column(index).to_pylist()]
 
 
 def extend_tasks(tasks: list[str], texts: Iterable[str]) -> list[str]:
@@ -37,6 +44,9 @@ def extend_tasks(tasks: list[str], texts: Iterable[str]) -> list[str]:
 
 
 def write_tasks(path: Path, tasks: list[str]) -> None:
+    import numpy as np
+    import pandas as pd  # only where a table is written: reading it needs neither
+
     index = pd.Index(tasks, name="task", dtype=object)
     frame = pd.DataFrame({"task_index": np.arange(len(tasks), dtype=np.int64)}, index=index)
     frame.to_parquet(path)

@@ -3,9 +3,15 @@ against its signed manifest (``ceres_pull.pull``); the manifest format and the c
 (``ceres_pull.manifest``), release keys pinned per portal (``ceres_pull.pinning``), and files written under one
 folder without following links (``ceres_pull.safefs``)."""
 
-from importlib.metadata import PackageNotFoundError, version
 
-try:
-    __version__ = version("ceres-pull")
-except PackageNotFoundError:  # run from a source tree that was not installed
-    __version__ = "unknown"
+
+def __getattr__(name: str) -> str:
+    # looked up when asked for: importlib.metadata costs more to import than the manifest module needs
+    if name != "__version__":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("ceres-pull")
+    except PackageNotFoundError:  # run from a source tree that was not installed
+        return "unknown"

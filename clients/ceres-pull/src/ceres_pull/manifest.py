@@ -17,11 +17,10 @@ import json
 import os
 import stat
 from pathlib import Path, PurePosixPath
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+if TYPE_CHECKING:  # cryptography is imported where keys are used: hashing and JSON need none of it
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 MANIFEST = "release-manifest.json"
 SIGNATURE = "release-manifest.json.sig"
@@ -111,11 +110,15 @@ def released_episodes(manifest: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def public_key_pem(public_key: Ed25519PublicKey) -> str:
+    from cryptography.hazmat.primitives import serialization
+
     return public_key.public_bytes(serialization.Encoding.PEM,
                                    serialization.PublicFormat.SubjectPublicKeyInfo).decode("ascii")
 
 
 def public_key_raw(public_key: Ed25519PublicKey) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+
     return public_key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
 
 
@@ -126,6 +129,9 @@ def fingerprint(public_key: Ed25519PublicKey) -> str:
 
 def load_public_key(key: str) -> Ed25519PublicKey:
     """A public key given as a PEM file's path, PEM text, or base64 of the raw 32 bytes."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
     text = key.strip()
     path = Path(text)
     if "BEGIN" not in text and len(text) < 4096 and path.is_file():
@@ -204,6 +210,8 @@ def read_manifest(data: bytes) -> dict[str, Any]:
 def parse_signed_manifest(data: bytes, signature: bytes, public_key: Ed25519PublicKey, *,
                           name: str = MANIFEST) -> dict[str, Any]:
     """Check ``signature`` over ``data`` and parse the manifest (a release's or a dataset's)."""
+    from cryptography.exceptions import InvalidSignature
+
     try:
         public_key.verify(signature, data)
     except InvalidSignature:
