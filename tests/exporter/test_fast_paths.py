@@ -1,7 +1,6 @@
 """The exporter's fast paths give the results of the plain ones: orjson against the standard library's
 json, the one-pass check of a fully tracked hand, the camera video written beside the data table, the
-shared receipt code, the task table written without pandas and the remux's packet order taken from the
-probe."""
+shared receipt code and the remux's packet order taken from the probe."""
 
 import json
 import re
@@ -22,7 +21,6 @@ from exporter.generate import generate_capture
 from exporter.journal import _checked_frame_state, _fast_frame_state, _loads, parse_journal
 from exporter.receipt import RECEIPT, build_artefacts, verify_artefacts
 from exporter.shard import export_shard
-from exporter.task_table import write_tasks
 from exporter.video import decode_order_pts, probe_camera
 from tests.exporter.conftest import frame, gap, hand, segment, standard_records, write_source
 
@@ -227,18 +225,6 @@ def test_receipt_artefacts_and_their_verification(tmp_path: Path):
     assert problems[0] == "data.parquet: 3996 bytes, receipt says 4000"
     assert problems[1].startswith("data.parquet: SHA-256 ")
     assert problems[2].startswith("meta/info.json: SHA-256 ") and len(problems) == 3
-
-
-@pytest.mark.parametrize(
-    "tasks", [["Pick up the red cup"], ["a", "b", "é ü 漢字 \U0001f91a", "x" * 500], [f"task {i}" for i in range(300)]]
-)
-def test_the_task_table_is_what_pandas_writes(tmp_path: Path, tasks: list[str]):
-    import pandas as pd
-
-    index = pd.Index(tasks, name="task", dtype=object)
-    pd.DataFrame({"task_index": np.arange(len(tasks), dtype=np.int64)}, index=index).to_parquet(tmp_path / "pd.parquet")
-    write_tasks(tmp_path / "tasks.parquet", tasks)
-    assert (tmp_path / "tasks.parquet").read_bytes() == (tmp_path / "pd.parquet").read_bytes()
 
 
 def test_the_probe_records_the_packets_decode_order(tmp_path: Path):
