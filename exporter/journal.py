@@ -248,6 +248,7 @@ class _PartDecoder:
         self.simd: list[tuple[int, bytes]] = []  # (record index, line) of this block's simdjson frames
         self.simd_states = bytearray()  # their float64 states, 410 values each
         self.rows: dict[int, np.ndarray] = {}  # record index -> state, from the careful path
+        self.checked: list[tuple[np.ndarray, np.ndarray]] = []  # (record indices, float32 states), checked
 
     def decode(self, stream: IO[bytes], stop: int) -> _Part:
         # The decoded records hold no reference cycles and die with their block; without the cyclic
@@ -298,17 +299,18 @@ class _PartDecoder:
         ``ascii_line`` when it is known to hold ASCII bytes only."""
         if ascii_line or piece.isascii():
             if self.parser is not None:
+                mark = len(self.simd_states)
                 try:
-                    decoded = _simd_record(self.parser, piece)
+                    decoded = _simd_record(self.parser, piece, self.simd_states)
                 except _SIMD_REFUSED:
                     decoded = None
                 if decoded is not None:
-                    slot, t, state = decoded
-                    index = self.add_record(slot, t, number, offset, gap=state is None)
-                    if state is not None:
+                    slot, t, frame = decoded
+                    index = self.add_record(slot, t, number, offset, gap=not frame)
+                    if frame:
                         self.simd.append((index, piece))
-                        self.simd_states += state
                     return
+                del self.simd_states[mark:]  # what a refused line left
             try:
                 record = _TYPED.decode(piece)
             except msgspec.DecodeError:
@@ -399,7 +401,7 @@ class _PartDecoder:
         view = np.frombuffer(part.pinch, dtype=np.float32).reshape(-1, 2)
         view[indices[good]] = pinch32[good]
         del view  # the array may grow again
-        self.rows.update(zip(indices[good].tolist(), states32[good], strict=True))
+        self.checked.append((indices, states32) if good.all() else (indices[good], states32[good]))
         for row in np.flatnonzero(~good):  # beyond the float32 range: the careful path names the error
             index, piece = lines[row]
             self.careful_state(index, _loads(piece), piece)
@@ -408,19 +410,29 @@ class _PartDecoder:
         """Write the block's states to the scratch file in record order."""
         part = self.part
         rows, self.rows = self.rows, {}
-        if not rows:
+        checked, self.checked = self.checked, []
+        if not rows and len(checked) == 1:  # the usual block: one run of decoded states, in record order
+            indices, states = checked[0]
+            rows_in_order = states
+            order = indices
+        else:
+            for indices, states in checked:
+                rows.update(zip(indices.tolist(), states, strict=True))
+            order = sorted(rows)
+            rows_in_order = np.stack([rows[i] for i in order]) if rows else None
+        if not len(order):
             return
-        order = sorted(rows)
         view = np.frombuffer(part.states, dtype=np.int64)
         view[order] = np.arange(part.state_rows, part.state_rows + len(order))
         del view
         part.state_rows += len(order)
-        _write_all(self.fd, np.stack([rows[i] for i in order]))
+        _write_all(self.fd, rows_in_order)
 
 
-def _simd_record(parser: simdjson.Parser, line: bytes) -> tuple[int, float, bytes | None] | None:
-    """Slot, time and float64 state bytes (None for a gap) of a well-formed frame or gap line, read by
-    simdjson without a Python object per number; None (or an exception) for any line that is not
+def _simd_record(parser: simdjson.Parser, line: bytes, state: bytearray) -> tuple[int, float, bool] | None:
+    """Slot, time and whether it is a frame, of a well-formed frame or gap line read by simdjson; a
+    frame's float64 state is appended to ``state`` without a Python object per number (what a refused
+    line appended is the caller's to drop). None (or an exception) for any line that is not
     plainly well formed, which then takes the msgspec and careful paths. A line is taken only when
     msgspec's typed decoding would accept it with the same values: no duplicate or unknown key, no
     untracked joint, no array nested where a number belongs (the '[' count shows it)."""
@@ -434,8 +446,8 @@ def _simd_record(parser: simdjson.Parser, line: bytes) -> tuple[int, float, byte
     if type(slot) is not int or not 0 <= slot <= MAX_SLOT or type(t) not in _NUMBER:
         return None
     if kind == "gap":
-        return slot, float(t), None
-    state = bytearray()
+        return slot, float(t), False
+    start = len(state)
     brackets = 0
     head = record.get("head")
     if head is None:
@@ -465,9 +477,9 @@ def _simd_record(parser: simdjson.Parser, line: bytes) -> tuple[int, float, byte
         state += _ONE
         state += joints.as_buffer(of_type="d")  # TypeError for anything but a number
         brackets += _HAND_BRACKETS
-    if len(state) != STATE_DIM * 8 or line.count(b"[") != brackets:
+    if len(state) - start != STATE_DIM * 8 or line.count(b"[") != brackets:
         return None
-    return slot, float(t), bytes(state)
+    return slot, float(t), True
 
 
 def _pinch(states: np.ndarray) -> np.ndarray:

@@ -204,7 +204,7 @@ def test_the_simdjson_path_takes_only_plainly_well_formed_lines(tmp_path: Path, 
     import simdjson
 
     try:
-        decoded = exporter.journal._simd_record(simdjson.Parser(), line.encode())
+        decoded = exporter.journal._simd_record(simdjson.Parser(), line.encode(), bytearray())
     except exporter.journal._SIMD_REFUSED:
         decoded = None
     assert (decoded is not None) == (line in TAKEN_BY_SIMD)
