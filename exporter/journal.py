@@ -1,10 +1,13 @@
 """Parse ``journal.ndjson`` (capture-source.md section 3) in memory that does not grow with its length.
 
-A well-formed frame or gap line is decoded by msgspec straight into typed records (fixed-length float
-arrays, no booleans, slots in range), which checks it in one C pass; the states of a block of such
-lines are then assembled and checked with numpy. Every other line (one msgspec refuses, a line with a
-non-ASCII byte, a segment, a record of an unknown type) takes the careful path: orjson or the standard
-library's json, then field-by-field checks that alone decide each error and its message.
+A plainly well-formed frame or gap line (ASCII, no duplicate or unknown key, every joint tracked) is
+parsed by simdjson and its state written as float64 bytes straight from the parse (``as_buffer``), no
+Python object per number. Any other frame or gap line is decoded by msgspec into typed records
+(fixed-length float arrays, no booleans, slots in range), which checks it in one C pass. The states of
+a block of such lines are then assembled and checked with numpy. Every other line (one msgspec
+refuses, a line with a non-ASCII byte, a segment, a record of an unknown type) takes the careful path:
+orjson or the standard library's json, then field-by-field checks that alone decide each error and
+its message. A line simdjson takes is one msgspec would take with the same values.
 
 A long journal is split at a line boundary and its two halves are decoded by two processes. Each
 keeps per record only slot, time, gap flag, line, byte offset and pinch distances in typed arrays and
@@ -31,6 +34,7 @@ from typing import IO, Annotated, Any
 import msgspec
 import numpy as np
 import orjson
+import simdjson
 
 from exporter.errors import SourceError
 from exporter.features import (
@@ -192,6 +196,18 @@ class _Gap(msgspec.Struct, tag="gap", tag_field="type", gc=False):
 
 
 _TYPED = msgspec.json.Decoder(_Frame | _Gap)
+_SIMD = True  # tests switch the simdjson path off to compare it with the others
+_FRAME_KEYS = frozenset({"type", "slot", "t", "head", "left", "right"})
+_GAP_KEYS = frozenset({"type", "slot", "t"})
+_POSE_KEYS = frozenset({"p", "q"})
+_HAND_KEYS = frozenset({"joints"})
+_JOINT_LENGTHS = [JOINT_VALUES] * len(JOINTS)
+_ONE = array("d", [1.0]).tobytes()
+_ZERO_HEAD_BYTES = bytes(HEAD_VALUES * 8)
+_ZERO_HAND_BYTES = bytes(HAND_VALUES * 8)
+# '[' in a well-formed frame line: two for a tracked head, 26 for a hand with all joints tracked
+_HEAD_BRACKETS, _HAND_BRACKETS = 2, 1 + len(JOINTS)
+_SIMD_REFUSED = (ValueError, TypeError, KeyError, IndexError, RuntimeError, AttributeError)
 _ZERO_JOINT = (0.0,) * JOINT_VALUES
 _UNTRACKED_JOINTS = [_ZERO_JOINT] * len(JOINTS)
 _UNTRACKED_HEAD = (0.0,) * HEAD_VALUES
@@ -228,7 +244,11 @@ class _PartDecoder:
         self.ends_journal = ends_journal
         self.part = _Part()
         self.typed: list[tuple[int, _Frame, bytes]] = []  # (record index, frame, line) of this block
+        self.parser = simdjson.Parser() if _SIMD else None
+        self.simd: list[tuple[int, bytes]] = []  # (record index, line) of this block's simdjson frames
+        self.simd_states = bytearray()  # their float64 states, 410 values each
         self.rows: dict[int, np.ndarray] = {}  # record index -> state, from the careful path
+        self.checked: list[tuple[np.ndarray, np.ndarray]] = []  # (record indices, float32 states), checked
 
     def decode(self, stream: IO[bytes], stop: int) -> _Part:
         # The decoded records hold no reference cycles and die with their block; without the cyclic
@@ -258,11 +278,12 @@ class _PartDecoder:
             newline_at_end = bool(pieces) and pieces[-1] == b""
             if newline_at_end:
                 pieces.pop()
+            ascii_block = data.isascii()  # then no line needs its own check
             for i, piece in enumerate(pieces):
                 number += 1
                 final = at_end and i == len(pieces) - 1
                 raw = piece if final and not newline_at_end else None
-                self.line(piece, raw, number, offset, last=final and self.ends_journal)
+                self.line(piece, raw, number, offset, last=final and self.ends_journal, ascii_line=ascii_block)
                 offset += len(piece) + 1
                 if self.part.error is not None:
                     break
@@ -271,9 +292,25 @@ class _PartDecoder:
                 self.part.lines = number
                 return self.part
 
-    def line(self, piece: bytes, raw: bytes | None, number: int, offset: int, *, last: bool) -> None:
-        """One line: ``piece`` without its newline, ``raw`` the line as read (None: piece + newline)."""
-        if piece.isascii():
+    def line(
+        self, piece: bytes, raw: bytes | None, number: int, offset: int, *, last: bool, ascii_line: bool = False
+    ) -> None:
+        """One line: ``piece`` without its newline, ``raw`` the line as read (None: piece + newline);
+        ``ascii_line`` when it is known to hold ASCII bytes only."""
+        if ascii_line or piece.isascii():
+            if self.parser is not None:
+                mark = len(self.simd_states)
+                try:
+                    decoded = _simd_record(self.parser, piece, self.simd_states)
+                except _SIMD_REFUSED:
+                    decoded = None
+                if decoded is not None:
+                    slot, t, frame = decoded
+                    index = self.add_record(slot, t, number, offset, gap=not frame)
+                    if frame:
+                        self.simd.append((index, piece))
+                    return
+                del self.simd_states[mark:]  # what a refused line left
             try:
                 record = _TYPED.decode(piece)
             except msgspec.DecodeError:
@@ -341,31 +378,124 @@ class _PartDecoder:
         self.rows[index] = values
 
     def flush(self) -> None:
-        """Assemble and check the states of the block's typed frames, and store the block's states."""
-        part = self.part
+        """Assemble and check the states of the block's decoded frames, and store the block's states."""
+        simd, self.simd = self.simd, []
+        if simd:
+            states = np.frombuffer(self.simd_states, dtype=np.float64).reshape(len(simd), STATE_DIM)
+            self.simd_states = bytearray()
+            self.store_states(simd, states, _pinch(states))
         typed, self.typed = self.typed, []
         if typed:
             states, pinch = _typed_states([frame for _, frame, _ in typed])
-            with np.errstate(over="ignore"):
-                states32, pinch32 = states.astype(np.float32), pinch.astype(np.float32)
-            good = np.isfinite(states32).all(axis=1) & np.isfinite(pinch32).all(axis=1)
-            indices = np.array([index for index, _, _ in typed], dtype=np.int64)
-            view = np.frombuffer(part.pinch, dtype=np.float32).reshape(-1, 2)
-            view[indices[good]] = pinch32[good]
-            del view  # the array may grow again
-            self.rows.update(zip(indices[good].tolist(), states32[good], strict=True))
-            for row in np.flatnonzero(~good):  # beyond the float32 range: the careful path names the error
-                index, _, piece = typed[row]
-                self.careful_state(index, _loads(piece), piece)
+            self.store_states([(index, piece) for index, _, piece in typed], states, pinch)
+        self.write_rows()
+
+    def store_states(self, lines: list[tuple[int, bytes]], states: np.ndarray, pinch: np.ndarray) -> None:
+        """Check decoded float64 states and pinch distances (one row per (record index, line)) and keep
+        them; a row beyond the float32 range goes to the careful path, which names the error."""
+        part = self.part
+        with np.errstate(over="ignore"):
+            states32, pinch32 = states.astype(np.float32), pinch.astype(np.float32)
+        good = np.isfinite(states32).all(axis=1) & np.isfinite(pinch32).all(axis=1)
+        indices = np.array([index for index, _ in lines], dtype=np.int64)
+        view = np.frombuffer(part.pinch, dtype=np.float32).reshape(-1, 2)
+        view[indices[good]] = pinch32[good]
+        del view  # the array may grow again
+        self.checked.append((indices, states32) if good.all() else (indices[good], states32[good]))
+        for row in np.flatnonzero(~good):  # beyond the float32 range: the careful path names the error
+            index, piece = lines[row]
+            self.careful_state(index, _loads(piece), piece)
+
+    def write_rows(self) -> None:
+        """Write the block's states to the scratch file in record order."""
+        part = self.part
         rows, self.rows = self.rows, {}
-        if not rows:
+        checked, self.checked = self.checked, []
+        if not rows and len(checked) == 1:  # the usual block: one run of decoded states, in record order
+            indices, states = checked[0]
+            rows_in_order = states
+            order = indices
+        else:
+            for indices, states in checked:
+                rows.update(zip(indices.tolist(), states, strict=True))
+            order = sorted(rows)
+            rows_in_order = np.stack([rows[i] for i in order]) if rows else None
+        if not len(order):
             return
-        order = sorted(rows)
         view = np.frombuffer(part.states, dtype=np.int64)
         view[order] = np.arange(part.state_rows, part.state_rows + len(order))
         del view
         part.state_rows += len(order)
-        _write_all(self.fd, np.stack([rows[i] for i in order]))
+        _write_all(self.fd, rows_in_order)
+
+
+def _simd_record(parser: simdjson.Parser, line: bytes, state: bytearray) -> tuple[int, float, bool] | None:
+    """Slot, time and whether it is a frame, of a well-formed frame or gap line read by simdjson; a
+    frame's float64 state is appended to ``state`` without a Python object per number (what a refused
+    line appended is the caller's to drop). None (or an exception) for any line that is not
+    plainly well formed, which then takes the msgspec and careful paths. A line is taken only when
+    msgspec's typed decoding would accept it with the same values: no duplicate or unknown key, no
+    untracked joint, no array nested where a number belongs (the '[' count shows it)."""
+    record = parser.parse(line)
+    keys = list(record.keys())
+    kind = record.get("type")
+    allowed = _FRAME_KEYS if kind == "frame" else _GAP_KEYS if kind == "gap" else None
+    if allowed is None or len(set(keys)) != len(keys) or not allowed.issuperset(keys):
+        return None
+    slot, t = record["slot"], record["t"]
+    if type(slot) is not int or not 0 <= slot <= MAX_SLOT or type(t) not in _NUMBER:
+        return None
+    if kind == "gap":
+        return slot, float(t), False
+    start = len(state)
+    brackets = 0
+    head = record.get("head")
+    if head is None:
+        state += _ZERO_HEAD_BYTES
+    else:
+        head_keys = list(head.keys())
+        if len(head_keys) != 2 or set(head_keys) != _POSE_KEYS:
+            return None
+        position, rotation = head["p"], head["q"]
+        if len(position) != 3 or len(rotation) != 4:
+            return None
+        state += _ONE
+        state += position.as_buffer(of_type="d")
+        state += rotation.as_buffer(of_type="d")
+        brackets += _HEAD_BRACKETS
+    for name in ("left", "right"):
+        hand = record.get(name)
+        if hand is None:
+            state += _ZERO_HAND_BYTES
+            continue
+        hand_keys = list(hand.keys())
+        if hand_keys != ["joints"]:
+            return None
+        joints = hand["joints"]
+        if list(map(len, joints)) != _JOINT_LENGTHS:  # TypeError for an untracked joint
+            return None
+        state += _ONE
+        state += joints.as_buffer(of_type="d")  # TypeError for anything but a number
+        brackets += _HAND_BRACKETS
+    if len(state) - start != STATE_DIM * 8 or line.count(b"[") != brackets:
+        return None
+    return slot, float(t), True
+
+
+def _pinch(states: np.ndarray) -> np.ndarray:
+    """float64 pinch distances (n, 2) of float64 states, by math.dist as the other paths compute them
+    (0.0 for an untracked hand)."""
+    hands = states[:, HEAD_VALUES:].reshape(len(states), 2, HAND_VALUES)
+    tracked = hands[:, :, 0].tolist()
+    thumbs = hands[:, :, 1 + THUMB_TIP * JOINT_VALUES : 4 + THUMB_TIP * JOINT_VALUES].tolist()
+    tips = hands[:, :, 1 + INDEX_TIP * JOINT_VALUES : 4 + INDEX_TIP * JOINT_VALUES].tolist()
+    return np.array(
+        [
+            [math.dist(t, i) if on else 0.0 for on, t, i in zip(flags, thumb, tip, strict=True)]
+            for flags, thumb, tip in zip(tracked, thumbs, tips, strict=True)
+        ],
+        dtype=np.float64,
+    ).reshape(len(states), 2)
 
 
 def _typed_states(frames: list[_Frame]) -> tuple[np.ndarray, np.ndarray]:

@@ -784,7 +784,7 @@ def make_silent(root: Path, capture: Capture) -> Capture:
     remuxed without its audio track (video packets copied, not re-encoded), a separate microphone file is
     deleted, and ``capture.json`` says ``audio.media: null``. Returns the silent source's ``Capture``.
     """
-    from exporter.video import strip_audio
+    from exporter.video import decode_order_pts, strip_audio
 
     files = capture.audio_files
     if not files:
@@ -797,7 +797,7 @@ def make_silent(root: Path, capture: Capture) -> Capture:
             silent = path.with_name(f".{path.name}.silent")
             strip_audio(path, silent)
             silent.replace(path)
-            probe = dataclasses.replace(probe, has_audio=False)
+            probe = dataclasses.replace(probe, has_audio=False, decode_order_pts=decode_order_pts(path))
         else:
             path.unlink()
     manifest_path = root / MANIFEST

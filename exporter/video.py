@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 import tempfile
+from array import array
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -64,6 +65,9 @@ class CameraProbe:
     frame_times: np.ndarray
     measured_frame_rate: float | None
     has_audio: bool
+    # presentation times of the packets in decode order (the remux's display ranks come from them);
+    # None when the file has edit-list discard packets, which a remux does not copy
+    decode_order_pts: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -166,10 +170,19 @@ def probe_camera(path: Path) -> CameraProbe:
     """Read the camera file's timing from its packets and check that its first frame decodes."""
     with _open_media(path) as container:
         stream = _video_stream(container, path)
-        pts = np.fromiter((p.pts for p in _video_packets(container, stream, path)), dtype=np.int64)
+        decode_order = array("q")
+        discards = False
+        for packet in _data_packets(container, stream, path):  # the one pass over the packets
+            if packet.is_discard:
+                discards = True
+                continue
+            if packet.pts is None:
+                raise SourceError("video packet without a presentation time", path=str(path))
+            decode_order.append(packet.pts)
+        decode_order_pts = np.frombuffer(decode_order, dtype=np.int64)
+        pts = np.sort(decode_order_pts)
         if pts.size == 0:
             raise SourceError("video stream has no frames", path=str(path))
-        pts.sort()
         if np.any(np.diff(pts) == 0):
             raise SourceError("video stream has two frames with the same presentation time", path=str(path))
         frame_times = (pts - pts[0]).astype(np.float64) * float(stream.time_base)
@@ -187,6 +200,7 @@ def probe_camera(path: Path) -> CameraProbe:
         frame_times=frame_times,
         measured_frame_rate=measured,
         has_audio=has_audio,
+        decode_order_pts=None if discards else decode_order_pts,
     )
 
 
@@ -241,7 +255,7 @@ def export_video(
     )
     display_ranks = None
     if probe.codec == "h264" and probe.container == "mp4" and one_to_one:
-        display_ranks = _remux_display_ranks(camera_path)
+        display_ranks = _remux_display_ranks(probe)
     with _staged(out_path) as staging:
         if display_ranks is not None:
             _remux(camera_path, display_ranks, fps, staging)
@@ -267,16 +281,25 @@ def _staged(out_path: Path) -> Iterator[Path]:
         staging.unlink(missing_ok=True)
 
 
-def _remux_display_ranks(camera_path: Path) -> np.ndarray | None:
-    """Display rank of each video packet in decode order; None when the file has edit-list discards."""
-    with _open_media(camera_path) as source:
-        stream = _video_stream(source, camera_path)
-        decode_order_pts = []
-        for packet in _data_packets(source, stream, camera_path):
+def decode_order_pts(path: Path) -> np.ndarray | None:
+    """Presentation times of the video packets in decode order; None when the file has edit-list
+    discards (what ``probe_camera`` records, read again for a file rewritten since)."""
+    with _open_media(path) as source:
+        stream = _video_stream(source, path)
+        pts = []
+        for packet in _data_packets(source, stream, path):
             if packet.is_discard or packet.pts is None:
                 return None
-            decode_order_pts.append(packet.pts)
-    pts = np.array(decode_order_pts, dtype=np.int64)
+            pts.append(packet.pts)
+    return np.array(pts, dtype=np.int64)
+
+
+def _remux_display_ranks(probe: CameraProbe) -> np.ndarray | None:
+    """Display rank of each video packet in decode order (from the probe's pass over the packets);
+    None when the file has edit-list discards."""
+    pts = probe.decode_order_pts
+    if pts is None:
+        return None
     return np.searchsorted(np.sort(pts), pts)
 
 

@@ -1,6 +1,6 @@
 """The exporter's fast paths give the results of the plain ones: orjson against the standard library's
-json, the one-pass check of a fully tracked hand, the camera video written beside the data table, and
-the shared receipt code."""
+json, the one-pass check of a fully tracked hand, the camera video written beside the data table, the
+shared receipt code and the remux's packet order taken from the probe."""
 
 import json
 import re
@@ -21,6 +21,7 @@ from exporter.generate import generate_capture
 from exporter.journal import _checked_frame_state, _fast_frame_state, _loads, parse_journal
 from exporter.receipt import RECEIPT, build_artefacts, verify_artefacts
 from exporter.shard import export_shard
+from exporter.video import decode_order_pts, probe_camera
 from tests.exporter.conftest import frame, gap, hand, segment, standard_records, write_source
 
 EXPORTED_AT = datetime(2026, 3, 2, 8, 30, tzinfo=UTC)
@@ -224,3 +225,11 @@ def test_receipt_artefacts_and_their_verification(tmp_path: Path):
     assert problems[0] == "data.parquet: 3996 bytes, receipt says 4000"
     assert problems[1].startswith("data.parquet: SHA-256 ")
     assert problems[2].startswith("meta/info.json: SHA-256 ") and len(problems) == 3
+
+
+def test_the_probe_records_the_packets_decode_order(tmp_path: Path):
+    source = generate_capture(tmp_path / "capture", seconds=2, seed=5)
+    camera = source / "media/camera.mp4"
+    order = probe_camera(camera).decode_order_pts
+    assert order is not None and len(order) == 60
+    np.testing.assert_array_equal(order, decode_order_pts(camera))

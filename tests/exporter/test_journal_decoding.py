@@ -1,6 +1,6 @@
-"""The journal's fast decoding gives what the careful line-by-line path gives: msgspec's typed records
-against orjson/json and field-by-field checks, two processes against one, a failed process against
-none. Values are compared bit for bit, errors by their whole message."""
+"""The journal's fast decoding gives what the careful line-by-line path gives: simdjson's state rows and
+msgspec's typed records against orjson/json and field-by-field checks, two processes against one, a
+failed process against none. Values are compared bit for bit, errors by their whole message."""
 
 import json
 import os
@@ -33,11 +33,14 @@ class _Refusing:
         raise msgspec.DecodeError("typed decoding switched off for the test")
 
 
-def outcome(path: Path, *, typed: bool = True, parallel: bool = False):
-    """What parsing the journal gives: the error message, or every array and state of the journal."""
+def outcome(path: Path, *, typed: bool = True, simd: bool = True, parallel: bool = False):
+    """What parsing the journal gives: the error message, or every array and state of the journal.
+    ``typed=False``: every line takes the careful path; ``simd=False``: no line takes the simdjson path."""
     with pytest.MonkeyPatch.context() as patch:
         if not typed:
             patch.setattr(exporter.journal, "_TYPED", _Refusing())
+        if not (typed and simd):
+            patch.setattr(exporter.journal, "_SIMD", False)
         if parallel:
             patch.setattr(exporter.journal, "PARALLEL_BYTES", 0)
         try:
@@ -65,6 +68,7 @@ def write_journal(tmp_path: Path, lines: list, name: str = "journal.ndjson", tai
 def assert_same_everywhere(path: Path) -> None:
     careful = outcome(path, typed=False)
     assert outcome(path) == careful
+    assert outcome(path, simd=False) == careful
     assert outcome(path, parallel=True) == careful
 
 
@@ -88,7 +92,7 @@ def test_typed_frames_give_the_careful_values(tmp_path_factory, head, left, righ
     if extra:
         record["extra"] = extra
     path = write_journal(tmp_path_factory.mktemp("j"), [frame(0, t=-1e300), record, segment(0, 2, "Wipe")])
-    assert outcome(path) == outcome(path, typed=False)
+    assert outcome(path) == outcome(path, simd=False) == outcome(path, typed=False)
 
 
 MUTATIONS = [
@@ -126,6 +130,7 @@ def test_mutated_journals_get_the_careful_verdicts(tmp_path: Path, seed: int):
         path.write_bytes(b"\n".join(lines) + b"\n")
         careful = outcome(path, typed=False)
         assert outcome(path) == careful, (case, careful)
+        assert outcome(path, simd=False) == careful, (case, careful)
         verdicts.add(careful if isinstance(careful, str) else "accepted")
     assert len(verdicts) > 10  # the damage really reaches many different checks
 
@@ -136,6 +141,75 @@ def test_two_processes_give_one_journal(tmp_path: Path):
     records.insert(31, {"type": "pose-extra", "slot": 3})  # an unknown type, skipped
     path = write_journal(tmp_path, records, tail="")
     assert_same_everywhere(path)
+
+
+FULL_HAND = '{"joints":[' + ",".join(["[1,2,3,0,0,0,1,0.01]"] * 25) + "]}"
+HEAD = '{"p":[0,1.5,0],"q":[0,0,0,1]}'
+
+
+def frame_line(head: str = HEAD, left: str = FULL_HAND, right: str = "null", extra: str = "") -> str:
+    return f'{{"type":"frame","slot":3,"t":0.1{extra},"head":{head},"left":{left},"right":{right}}}'
+
+
+def joints_line(joints: list[str]) -> str:
+    return frame_line(left='{"joints":[' + ",".join(joints) + "]}")
+
+
+PLAIN_JOINT = "[1,2,3,0,0,0,1,0.01]"
+# Lines the simdjson path must leave to msgspec and the careful path: each differs from a well-formed
+# frame in a way that only the structure (not the count of numbers) shows, or that msgspec refuses.
+REFUSED_BY_SIMD = [
+    frame_line(head='{"p":[[0],1.5,0],"q":[0,0,0,1]}'),  # an array where a number belongs
+    frame_line(head='{"p":[0,1.5,0],"q":[0,0,[0,1]]}'),
+    frame_line(head='{"p":[0,1.5,0],"q":[0,0,0,1],"p":[1,1,1]}'),  # a duplicate key
+    frame_line(head='{"p":[0,1.5,0],"q":[0,0,0,1],"x":1}'),  # an unknown key
+    frame_line(head='{"p":{"a":0,"b":1,"c":2},"q":[0,0,0,1]}'),
+    frame_line(head="[0,1.5,0]"),
+    frame_line(head="true"),
+    frame_line(head='{"p":[0,true,0],"q":[0,0,0,1]}'),
+    frame_line(extra=',"slot":4'),
+    frame_line(extra=',"t":0.2'),
+    frame_line(extra=',"note":"[x]"'),
+    joints_line(["[1,2,3,0,0,0,1]", "[1,2,3,0,0,0,1,0.01,5]"] + [PLAIN_JOINT] * 23),  # 7 + 9 numbers: 200 in all
+    joints_line(["[[1,2],3,0,0,0,1,0.01]", "1"] + [PLAIN_JOINT] * 23),
+    joints_line(['{"a":1,"b":1,"c":1,"d":1,"e":1,"f":1,"g":1,"h":1}'] + [PLAIN_JOINT] * 24),
+    joints_line(["null"] + [PLAIN_JOINT] * 24),  # an untracked joint (msgspec's path)
+    joints_line([PLAIN_JOINT] * 24),
+    joints_line(["[1,2,3,0,0,0,1,false]"] + [PLAIN_JOINT] * 24),
+    frame_line(left='{"joints":[' + ",".join([PLAIN_JOINT] * 25) + '],"extra":1}'),
+    '{"type":"frame","slot":3.0,"t":0.1}',
+    '{"type":"frame","slot":-1,"t":0.1}',
+    '{"type":"frame","slot":true,"t":0.1}',
+    '{"type":"frame","slot":3,"t":"0.1"}',
+    '{"type":"frame","slot":3,"t":true}',
+    '{"type":"frame","slot":3,"t":1e400}',
+    '{"type":"frame","slot":3,"t":123456789012345678901234567890}',
+    '{"type":"gap","slot":3,"t":0.1,"head":null}',
+    '{"type":"gap","slot":2147483648,"t":0.1}',
+    '{"type":"Frame","slot":3,"t":0.1}',
+    '[{"type":"frame","slot":3,"t":0.1}]',
+]
+TAKEN_BY_SIMD = [
+    frame_line(),
+    frame_line(head="null", right=FULL_HAND),
+    '{"type":"frame","slot":3,"t":18446744073709551615}',
+    '{"type": "gap", "slot": 3, "t": 1E2}',
+    frame_line(head='{"q":[0,0,0,1],"p":[0,-0.0,1e-320]}'),
+    frame_line(left='{"joints":[' + ",".join(["[1e38,3.4028236e38,9007199254740993,0,0,0,1,0.01]"] * 25) + "]}"),
+]
+
+
+@pytest.mark.parametrize("line", REFUSED_BY_SIMD + TAKEN_BY_SIMD)
+def test_the_simdjson_path_takes_only_plainly_well_formed_lines(tmp_path: Path, line: str):
+    import simdjson
+
+    try:
+        decoded = exporter.journal._simd_record(simdjson.Parser(), line.encode(), bytearray())
+    except exporter.journal._SIMD_REFUSED:
+        decoded = None
+    assert (decoded is not None) == (line in TAKEN_BY_SIMD)
+    records = [frame(0), frame(1), frame(2), line, frame(4), segment(0, 5, "Wipe")]
+    assert_same_everywhere(write_journal(tmp_path, records))
 
 
 @pytest.mark.parametrize(
@@ -202,15 +276,19 @@ def test_generated_corpus_gives_the_same_shards_on_every_path(tmp_path: Path, mo
     for number, options in enumerate(corpus):
         source = generate_capture(tmp_path / f"capture-{number}", **options)
         shards = []
-        for path, (typed, parallel) in enumerate([(True, False), (False, False), (True, True)]):
+        for path, (typed, simd, parallel) in enumerate(
+            [(True, True, False), (False, False, False), (True, True, True), (True, False, False)]
+        ):
             with monkeypatch.context() as patch:
                 if not typed:
                     patch.setattr(exporter.journal, "_TYPED", _Refusing())
+                if not simd:
+                    patch.setattr(exporter.journal, "_SIMD", False)
                 if parallel:
                     patch.setattr(exporter.journal, "PARALLEL_BYTES", 0)
                 result = export_shard(source, tmp_path / f"out-{number}-{path}", exported_at=EXPORTED_AT)
             shards.append(shard_files(result.shard_dir))
-        assert shards[0] == shards[1] == shards[2], options
+        assert shards[0] == shards[1] == shards[2] == shards[3], options
 
 
 def test_states_are_read_back_in_any_order(tmp_path: Path):
