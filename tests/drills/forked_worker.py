@@ -81,7 +81,11 @@ class ForkedWorker:
 
     def operations(self) -> int:
         """How many storage writes and deletes the worker started with ``count=True`` has made so far."""
-        return int(self.counter.read_text()) if self.counter.exists() else 0
+        return len(self.operation_kinds())
+
+    def operation_kinds(self) -> list[str]:
+        """The kind of each of them ("put", "copy", "delete"), in the order the worker began them."""
+        return self.counter.read_text().split() if self.counter.exists() else []
 
     def poll_stopped(self, done=lambda: False) -> str | None:
         """What the worker was about to do once it reached its stop, None while it has not; fails if it ended
@@ -159,14 +163,15 @@ def _stop_before(count: int, marker: Path, resume_on: Path | None, counter: Path
 
     from portal.core import storage
 
-    seen, lock = [0], threading.Lock()
+    seen, kinds, lock = [0], [], threading.Lock()
 
     def counted(what: str, operation, at: int = 1):
         def wrapper(*args, **kwargs):
             with lock:
                 seen[0] += 1
                 reached = seen[0] == count
-                counter.write_text(str(seen[0]))
+                kinds.append(what)
+                counter.write_text(" ".join(kinds))
             if reached:
                 staged = marker.with_name(marker.name + ".part")
                 staged.write_text(f"{what} {args[at] if len(args) > at else args[0]}")

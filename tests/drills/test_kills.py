@@ -286,6 +286,7 @@ def test_a_release_killed_before_each_of_its_storage_operations_completes_once(m
 
     first = approved()
     operations = finish(run(JOBS[1], first.pk, released(first), "a release", worker, kill_at=None))
+    counted = worker.operation_kinds()
     killed_at, made = [], [first]
     for point in range(1, operations + 1):
         release = approved()
@@ -303,9 +304,11 @@ def test_a_release_killed_before_each_of_its_storage_operations_completes_once(m
     checked = run_fixity("drill", full=True, studies=[study])
     with scope(study=study):
         assert list(checked.problems.values_list("kind", "object_name")) == []
-    kinds = [point.split()[0] for point in killed_at]
     with scope(study=study):
         copies = len(first.items.get().files)  # every file of the shard, its receipt included
-    # Each copy is one point, and on S3 a small object's PUT inside it one more.
-    assert (kinds.count("copy"), set(kinds), len(kinds)) == (copies, {"copy", "put"}, operations), killed_at
+    # Each copy is one point, and on S3 a small object's PUT inside it one more. The copies run on a pool, so which
+    # kind comes k-th differs between runs: the kinds are counted on the uncut run, each kill point only named.
+    assert (counted.count("copy"), set(counted), len(counted)) == (copies, {"copy", "put"}, operations), counted
+    kinds = [point.split()[0] for point in killed_at]
+    assert len(kinds) == operations and set(kinds) <= {"copy", "put"}, killed_at
     print(f"a release's storage operations: {operations}; killed before each: {killed_at}")
