@@ -144,10 +144,15 @@ def test_request_review_approve_twice_and_release(demo, pipeline_worker, page, l
             at_frame.locator("button", has_text="Remove").click()
             page.locator(".messages", has_text=f"Detection {number} of frame {frame} removed.").wait_for()
             removed = (frame, number, box)
+            # The page came back from the form: its script and the detections are loaded before the seek, and on
+            # a loaded machine the video's seek can take a while.
+            until(page, "() => !!document.getElementById('faces-overlay')")
             page.click("#faces-detections summary")
             row = page.locator(f"#faces-detections tbody tr:has(.faces-seek[data-frame='{frame}'])")
             row.locator(".faces-seek").click()  # the video at that frame again: the detection listed as removed
-            page.locator(f"#faces-at-frame li.removed[data-index='{number}']").wait_for(state="attached")
+            until(page, f"() => document.getElementById('viewer').dataset.frame === '{frame}'", timeout=60)
+            page.locator(f"#faces-at-frame li.removed[data-index='{number}']").wait_for(state="attached",
+                                                                                       timeout=60_000)
             assert page.locator("#faces-detections tbody tr.removed").count() == 1
             assert "1 detection(s) removed by officers" in page.locator("#faces-state").inner_text()
         page.fill("#id_keyframes", "0 10 10 40 40\n20 20 20 50 50")
