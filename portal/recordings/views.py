@@ -18,7 +18,7 @@ from portal.access.models import Role
 from portal.access.permissions import study_view
 from portal.core import display
 from portal.core.errors import refusals
-from portal.core.forms import date_input
+from portal.core.forms import RenderedOnce, date_input
 from portal.core.pagination import count_rows, list_page
 from portal.fixity.models import Alert
 from portal.recordings.models import Episode, Recording
@@ -32,7 +32,7 @@ RECORDING_ORDER = ("-created_at", "-pk")
 EPISODE_ORDER = ("-episode_index",)
 
 
-class RecordingFilter(forms.Form):
+class RecordingFilter(RenderedOnce, forms.Form):
     """The recordings list's filters, kept in the URL. Headset and demonstrator are typed (with suggestions from
     the registry as one types, when scripts run), not chosen from a menu of every one the study has."""
 
@@ -75,7 +75,7 @@ def _day_start(day: date) -> datetime:
     return timezone.make_aware(datetime.combine(day, time.min))
 
 
-class UploadForm(forms.Form):
+class UploadForm(RenderedOnce, forms.Form):
     source = forms.FileField(label="Capture source (ZIP archive of the source folder)")
 
 
@@ -211,7 +211,7 @@ def retry(request: HttpRequest, study, uid) -> HttpResponse:
     return redirect("recording-detail", study.code, recording.uid)
 
 
-class EpisodeFilter(forms.Form):
+class EpisodeFilter(RenderedOnce, forms.Form):
     receipt = forms.ChoiceField(choices=[("", "any receipt status"), *Episode.Receipt.choices], required=False,
                                 label="Receipt")
 

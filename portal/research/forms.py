@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from django import forms
 
-from portal.core.forms import date_input
+from portal.core.forms import RenderedOnce, date_input
 from portal.releases.models import EpisodeTag
 from portal.research.services import catalogue
 
 
-class BrowseFilter(forms.Form):
+class BrowseFilter(RenderedOnce, forms.Form):
     task = forms.ChoiceField(required=False)
     outcome = forms.ChoiceField(required=False)
     designator = forms.CharField(required=False, max_length=100)
