@@ -19,7 +19,8 @@ class BrowseFilter(RenderedOnce, forms.Form):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        released = catalogue.released_items()
+        # The released episodes as this request reads them (the browse page lists them too: one query fewer).
+        self.released = released = catalogue.released_items()
         for kind in EpisodeTag.Kind.values:
             values = (EpisodeTag.objects.filter(kind=kind, episode__in=released.values("episode"))
                       .values_list("value", flat=True).distinct().order_by("value"))
