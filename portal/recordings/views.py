@@ -30,6 +30,7 @@ COORDINATOR, ETHICS = Role.COORDINATOR, Role.ETHICS_OFFICER
 # The lists' orders: newest first, each served by an index (Recording.Meta.indexes, the episode index's own).
 RECORDING_ORDER = ("-created_at", "-pk")
 EPISODE_ORDER = ("-episode_index",)
+STATE_LABEL, AUDIO_LABEL = display.labels(Recording.State.choices), display.labels(Recording.Audio.choices)
 
 
 class RecordingFilter(RenderedOnce, forms.Form):
@@ -90,7 +91,7 @@ def state_badge(recording: Recording) -> str:
     progress = f" {recording.progress}%" if recording.state == Recording.State.RUNNING else ""
     # The include's text ends with its file's newline.
     return format_html('<span class="status status-{}" data-state="{}">{}{}</span>\n', recording.state,
-                       recording.state, recording.get_state_display(), progress)
+                       recording.state, STATE_LABEL(recording.state), progress)
 
 
 def _episode_folder(recording: Recording) -> str:
@@ -112,7 +113,7 @@ def recording_rows(recordings) -> list[dict[str, object]]:
         "state": state_badge(recording),
         "reason": Truncator(recording.reason).chars(140) if recording.reason else "",
         "episode": _episode_folder(recording),
-        "audio": recording.get_audio_display(),
+        "audio": AUDIO_LABEL(recording.audio),
     } for recording in recordings]
 
 
