@@ -19,7 +19,7 @@ from portal.access.permissions import study_view
 from portal.core import display
 from portal.core.errors import refusals
 from portal.core.forms import RenderedOnce, date_input
-from portal.core.pagination import count_rows, list_page
+from portal.core.pagination import RowCount, count_rows, list_page
 from portal.fixity.models import Alert
 from portal.recordings.models import Episode, Recording
 from portal.recordings.quarantine import registry_fixes
@@ -31,6 +31,7 @@ COORDINATOR, ETHICS = Role.COORDINATOR, Role.ETHICS_OFFICER
 RECORDING_ORDER = ("-created_at", "-pk")
 EPISODE_ORDER = ("-episode_index",)
 STATE_LABEL, AUDIO_LABEL = display.labels(Recording.State.choices), display.labels(Recording.Audio.choices)
+RECEIPT_LABEL = display.labels(Episode.Receipt.choices)
 
 
 class RecordingFilter(RenderedOnce, forms.Form):
@@ -237,7 +238,7 @@ def episode_rows(episodes) -> list[dict[str, object]]:
         "demonstrator": str(episode.recording.demonstrator) if episode.recording.demonstrator else "—",
         "exported": display.minute(episode.exported_at, "allocated"),
         "receipt": episode.receipt_status,
-        "receipt_label": episode.get_receipt_status_display(),
+        "receipt_label": RECEIPT_LABEL(episode.receipt_status),
         "audio": display.yesno(episode.raw_audio_retained),
     } for episode in episodes]
 
@@ -250,10 +251,12 @@ def episode_list(request: HttpRequest, study) -> HttpResponse:
         "recording__uid", "recording__capture_id", "recording__original_name", "recording__demonstrator__designator",
     )
     alerts = Alert.objects.filter(kind=Alert.Kind.RECEIPT_MISMATCH, state__in=Alert.UNRESOLVED)
+    shown = list(alerts.only("created_at", "message")[:ALERTS_SHOWN])
     page = list_page(request, filters.apply(episodes), EPISODE_ORDER)
     return render(request, "recordings/episodes.html", {
         "study": study, "filters": filters, "recordings_url": _recordings_url(study),
         "page": page, "rows": episode_rows(page.rows),
-        "alerts": alerts.only("created_at", "message")[:ALERTS_SHOWN],
-        "alert_count": count_rows(alerts),
+        "alerts": shown,
+        # Fewer than a full list shown: they are all there is (no count to ask; usually none at all).
+        "alert_count": RowCount(len(shown), exact=True) if len(shown) < ALERTS_SHOWN else count_rows(alerts),
     })

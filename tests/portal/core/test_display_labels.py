@@ -3,13 +3,15 @@
 import pytest
 
 from portal.core import display
-from portal.recordings.models import Recording
+from portal.recordings.models import Episode, Recording
 
 
-@pytest.mark.parametrize(("field", "choices"), [("state", Recording.State), ("audio", Recording.Audio)])
-def test_labels_are_the_models_display(field, choices):
+@pytest.mark.parametrize(("model", "field", "choices"), [(Recording, "state", Recording.State),
+                                                         (Recording, "audio", Recording.Audio),
+                                                         (Episode, "receipt_status", Episode.Receipt)])
+def test_labels_are_the_models_display(model, field, choices):
     label = display.labels(choices.choices)
     for value in [*choices.values, "no-such-value"]:
-        recording = Recording(**{field: value})
-        assert label(value) == getattr(recording, f"get_{field}_display")()
+        instance = model(**{field: value})
+        assert label(value) == getattr(instance, f"get_{field}_display")()
         assert type(label(value)) is str
