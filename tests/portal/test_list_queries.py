@@ -142,11 +142,11 @@ RESEARCH = [
     ("api-issued-link-list", "", "coordinator", 8),
     # The catalogue first reads which superseded releases still serve episodes (none here; a handful while a
     # withdrawal's release is on its way), once for the filters' menus and the rows.
-    ("research-browse", "", "researcher", 13),  # + the filters' tasks, outcomes and releases
-    ("research-browse", "?release=1", "researcher", 11),
+    ("research-browse", "", "researcher", 12),  # + the filters' tasks and outcomes (one query) and releases
+    ("research-browse", "?release=1", "researcher", 10),
     ("research-links", "", "researcher", 6),
     ("api-released-list", "", "researcher", 8),
-    ("api-released-episode-list", "", "researcher", 13),
+    ("api-released-episode-list", "", "researcher", 12),
     ("api-issued-link-list", "", "researcher", 8),
 ]
 
