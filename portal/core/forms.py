@@ -34,6 +34,7 @@ class _RenderedForms:
 
 
 RENDERED_FORMS = _RenderedForms(512)
+LONGEST_KEPT_VALUE = 200  # characters of a submitted value; a form with a longer one is rendered every time
 
 
 class RenderedOnce:
@@ -61,6 +62,8 @@ class RenderedOnce:
             widget_state = {key: value for key, value in vars(widget).items() if key not in ("choices", "_choices")}
             value = (widget.value_from_datadict(self.data, self.files, self.add_prefix(name))
                      if self.is_bound else None)
+            if isinstance(value, str) and len(value) > LONGEST_KEPT_VALUE:  # not worth a place among the kept
+                return None
             fields.append((name, type(field), field.label, field.help_text, field.required, field.disabled,
                            field.show_hidden_initial, field.localize, field.label_suffix,
                            getattr(field, "template_name", None), self.get_initial_for_field(field, name),

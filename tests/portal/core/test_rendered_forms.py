@@ -62,6 +62,18 @@ def test_anything_the_html_is_made_of_gives_its_own_html(other):
     assert form.as_div() != _Filter(_query("kind=a&name=x")).as_div()
 
 
+class _Search(RenderedOnce, forms.Form):
+    q = forms.CharField(required=False)
+
+
+def test_a_long_submitted_value_is_not_kept():
+    kept, long = _Search(_query("q=" + "x" * 200)), _Search(_query("q=" + "x" * 201))
+    assert not kept.errors and not long.errors
+    assert kept._rendering_key(kept.template_name_div) is not None
+    assert long._rendering_key(long.template_name_div) is None
+    assert long.as_div() == _django(long)
+
+
 def test_a_form_with_errors_is_rendered_every_time():
     form = _Filter(_query("kind=zzz&name=toolong&day=no"))
     assert form._rendering_key(form.template_name_div) is None
