@@ -9,10 +9,10 @@ from django.core.exceptions import ValidationError
 
 from portal.audit import histories
 from portal.audit.study_log import TARGET_TYPES, LogFilter
-from portal.core.forms import date_input
+from portal.core.forms import RenderedOnce, date_input
 
 
-class AuditFilter(forms.Form):
+class AuditFilter(RenderedOnce, forms.Form):
     """Call ``log()`` inside the study's scope: a recording or demonstrator is looked up among the study's own."""
 
     target_type = forms.CharField(required=False, max_length=100, label="Object type",

@@ -8,9 +8,11 @@ thousands separator, but at a cost per cell).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from datetime import datetime
 
 from django.utils import timezone
+from django.utils.encoding import force_str
 
 
 def minute(value: datetime | None, default: str = "—") -> str:
@@ -26,3 +28,10 @@ def day(value: datetime | None) -> str:
 def yesno(value: bool | None) -> str:
     """``value|yesno``."""
     return "maybe" if value is None else "yes" if value else "no"
+
+
+def labels(choices: Iterable[tuple[object, object]]) -> Callable[[object], str]:
+    """``instance.get_FOO_display()`` of a field with these (flat) choices: the value's label, else the value;
+    without the per-call flattening and hashing of the choices Django's method does for each cell."""
+    by_value = dict(choices)
+    return lambda value: force_str(by_value.get(value, value), strings_only=True)

@@ -18,8 +18,8 @@ from portal.access.models import Role
 from portal.access.permissions import study_view
 from portal.core import display
 from portal.core.errors import refusals
-from portal.core.forms import date_input
-from portal.core.pagination import count_rows, list_page
+from portal.core.forms import RenderedOnce, date_input
+from portal.core.pagination import RowCount, count_rows, list_page
 from portal.fixity.models import Alert
 from portal.recordings.models import Episode, Recording
 from portal.recordings.quarantine import registry_fixes
@@ -30,9 +30,11 @@ COORDINATOR, ETHICS = Role.COORDINATOR, Role.ETHICS_OFFICER
 # The lists' orders: newest first, each served by an index (Recording.Meta.indexes, the episode index's own).
 RECORDING_ORDER = ("-created_at", "-pk")
 EPISODE_ORDER = ("-episode_index",)
+STATE_LABEL, AUDIO_LABEL = display.labels(Recording.State.choices), display.labels(Recording.Audio.choices)
+RECEIPT_LABEL = display.labels(Episode.Receipt.choices)
 
 
-class RecordingFilter(forms.Form):
+class RecordingFilter(RenderedOnce, forms.Form):
     """The recordings list's filters, kept in the URL. Headset and demonstrator are typed (with suggestions from
     the registry as one types, when scripts run), not chosen from a menu of every one the study has."""
 
@@ -75,7 +77,7 @@ def _day_start(day: date) -> datetime:
     return timezone.make_aware(datetime.combine(day, time.min))
 
 
-class UploadForm(forms.Form):
+class UploadForm(RenderedOnce, forms.Form):
     source = forms.FileField(label="Capture source (ZIP archive of the source folder)")
 
 
@@ -90,7 +92,7 @@ def state_badge(recording: Recording) -> str:
     progress = f" {recording.progress}%" if recording.state == Recording.State.RUNNING else ""
     # The include's text ends with its file's newline.
     return format_html('<span class="status status-{}" data-state="{}">{}{}</span>\n', recording.state,
-                       recording.state, recording.get_state_display(), progress)
+                       recording.state, STATE_LABEL(recording.state), progress)
 
 
 def _episode_folder(recording: Recording) -> str:
@@ -112,7 +114,7 @@ def recording_rows(recordings) -> list[dict[str, object]]:
         "state": state_badge(recording),
         "reason": Truncator(recording.reason).chars(140) if recording.reason else "",
         "episode": _episode_folder(recording),
-        "audio": recording.get_audio_display(),
+        "audio": AUDIO_LABEL(recording.audio),
     } for recording in recordings]
 
 
@@ -211,7 +213,7 @@ def retry(request: HttpRequest, study, uid) -> HttpResponse:
     return redirect("recording-detail", study.code, recording.uid)
 
 
-class EpisodeFilter(forms.Form):
+class EpisodeFilter(RenderedOnce, forms.Form):
     receipt = forms.ChoiceField(choices=[("", "any receipt status"), *Episode.Receipt.choices], required=False,
                                 label="Receipt")
 
@@ -236,7 +238,7 @@ def episode_rows(episodes) -> list[dict[str, object]]:
         "demonstrator": str(episode.recording.demonstrator) if episode.recording.demonstrator else "—",
         "exported": display.minute(episode.exported_at, "allocated"),
         "receipt": episode.receipt_status,
-        "receipt_label": episode.get_receipt_status_display(),
+        "receipt_label": RECEIPT_LABEL(episode.receipt_status),
         "audio": display.yesno(episode.raw_audio_retained),
     } for episode in episodes]
 
@@ -249,10 +251,12 @@ def episode_list(request: HttpRequest, study) -> HttpResponse:
         "recording__uid", "recording__capture_id", "recording__original_name", "recording__demonstrator__designator",
     )
     alerts = Alert.objects.filter(kind=Alert.Kind.RECEIPT_MISMATCH, state__in=Alert.UNRESOLVED)
+    shown = list(alerts.only("created_at", "message")[:ALERTS_SHOWN])
     page = list_page(request, filters.apply(episodes), EPISODE_ORDER)
     return render(request, "recordings/episodes.html", {
         "study": study, "filters": filters, "recordings_url": _recordings_url(study),
         "page": page, "rows": episode_rows(page.rows),
-        "alerts": alerts.only("created_at", "message")[:ALERTS_SHOWN],
-        "alert_count": count_rows(alerts),
+        "alerts": shown,
+        # Fewer than a full list shown: they are all there is (no count to ask; usually none at all).
+        "alert_count": RowCount(len(shown), exact=True) if len(shown) < ALERTS_SHOWN else count_rows(alerts),
     })

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from django import forms
 
-from portal.core.forms import date_input
+from portal.core.forms import RenderedOnce, date_input
 from portal.releases.models import EpisodeTag
 from portal.research.services import catalogue
 
 
-class BrowseFilter(forms.Form):
+class BrowseFilter(RenderedOnce, forms.Form):
     task = forms.ChoiceField(required=False)
     outcome = forms.ChoiceField(required=False)
     designator = forms.CharField(required=False, max_length=100)
@@ -19,11 +19,14 @@ class BrowseFilter(forms.Form):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        released = catalogue.released_items()
-        for kind in EpisodeTag.Kind.values:
-            values = (EpisodeTag.objects.filter(kind=kind, episode__in=released.values("episode"))
-                      .values_list("value", flat=True).distinct().order_by("value"))
-            self.fields[kind].choices = [("", f"any {kind}"), *((value, value) for value in values)]
+        # The released episodes as this request reads them (the browse page lists them too: one query fewer).
+        self.released = released = catalogue.released_items()
+        values = {kind: [] for kind in EpisodeTag.Kind.values}  # every kind's menu from one query
+        for kind, value in (EpisodeTag.objects.filter(kind__in=values, episode__in=released.values("episode"))
+                            .values_list("kind", "value").distinct().order_by("kind", "value")):
+            values[kind].append(value)
+        for kind, kind_values in values.items():
+            self.fields[kind].choices = [("", f"any {kind}"), *((value, value) for value in kind_values)]
         self.fields["release"].choices = [("", "any release"), *(
             (number, f"release-{number:04d}") for number in
             catalogue.released_requests().order_by("-number").values_list("number", flat=True))]

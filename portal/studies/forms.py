@@ -6,11 +6,11 @@ from django import forms
 
 from exporter.cards import DEFAULT_LICENCE, LICENCES
 from portal.core import integers
-from portal.core.forms import date_input
+from portal.core.forms import RenderedOnce, date_input
 from portal.studies.models import ConsentDocument, ConsentEvent, Headset, Study
 
 
-class HeadsetForm(forms.Form):
+class HeadsetForm(RenderedOnce, forms.Form):
     headset_id = forms.CharField(label="Headset ID", max_length=128, strip=True,
                                  help_text="Assigned by the study, e.g. DEMO-HS-01; 2 characters or more.")
     model = forms.CharField(max_length=128, required=False)
@@ -20,7 +20,7 @@ class HeadsetForm(forms.Form):
                   "released; never later than today.")
 
 
-class HeadsetImportForm(forms.Form):
+class HeadsetImportForm(RenderedOnce, forms.Form):
     csv_file = forms.FileField(label="CSV file", help_text="Columns: headset_id, model and assigned_on (YYYY-MM-DD, "
                                                            "blank: today) optional. All rows or none.")
 
@@ -33,7 +33,7 @@ class RetireHeadsetForm(forms.Form):
     retired_on = forms.DateField(label="Retired on", widget=date_input())
 
 
-class DemonstratorForm(forms.Form):
+class DemonstratorForm(RenderedOnce, forms.Form):
     designator = forms.CharField(max_length=100, required=False, strip=True,
                                  help_text="Leave blank (or press Generate) for a new readable designator. "
                                            "Never a person's name.")

@@ -18,6 +18,7 @@ from portal.access.models import Role
 from portal.access.permissions import study_view
 from portal.core import display
 from portal.core.errors import refusals
+from portal.core.forms import RenderedOnce
 from portal.core.pagination import list_page
 from portal.core.suggest import suggestion_response
 from portal.studies.exceptions import HeadsetImportError
@@ -211,7 +212,7 @@ def publish_agreement(request: HttpRequest, study) -> HttpResponse:
 # --- headsets ---------------------------------------------------------------------------------
 
 
-class HeadsetFilter(forms.Form):
+class HeadsetFilter(RenderedOnce, forms.Form):
     q = forms.CharField(required=False, max_length=128, label="Headset ID contains")
     retired = forms.ChoiceField(required=False, label="In use",
                                 choices=[("", "in use and retired"), ("no", "in use"), ("yes", "retired")])
@@ -333,7 +334,7 @@ def suggest_demonstrators(request: HttpRequest, study) -> HttpResponse:
 # --- demonstrators ----------------------------------------------------------------------------
 
 
-class DemonstratorFilter(forms.Form):
+class DemonstratorFilter(RenderedOnce, forms.Form):
     q = forms.CharField(required=False, max_length=100, label="Designator contains")
 
     def apply(self, demonstrators):

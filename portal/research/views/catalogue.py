@@ -33,9 +33,10 @@ RELEASED = Viewer(route="research-episode", template="research/episode.html", he
                   check=links.open_in_viewer)
 
 
-def browse_rows(filters: BrowseFilter):
-    """The released episodes the filters choose, with what the browse page shows of each."""
-    return filters.apply(catalogue.released_items().select_related(
+def browse_rows(filters: BrowseFilter, released=None):
+    """The released episodes the filters choose, with what the browse page shows of each; ``released``: those of
+    ``catalogue.released_items()`` already read in this request, if any."""
+    return filters.apply((catalogue.released_items() if released is None else released).select_related(
         "request", "episode__recording__demonstrator").only(
         "episode_index", "study_id", "request__number", "request__study_id", "episode__length",
         "episode__recording__recorded_at", "episode__recording__capture_id",
@@ -62,7 +63,7 @@ def browse_cells(items, released_url: str) -> list[dict[str, object]]:
 @study_view(RESEARCHER)
 def browse(request: HttpRequest, study) -> HttpResponse:
     filters = BrowseFilter(request.GET)
-    page = list_page(request, browse_rows(filters), ITEM_ORDER)
+    page = list_page(request, browse_rows(filters, filters.released), ITEM_ORDER)
     return render(request, "research/browse.html", {
         "study": study, "filters": filters, "page": page,
         "rows": browse_cells(page.rows, reverse("research-browse", args=[study.code])),
