@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import psycopg
 import pytest
 from django.db import connection
 from django.urls import reverse
@@ -119,3 +120,16 @@ def test_the_view_streams_the_copy(client, awkward_log, monkeypatch):
     assert len(pieces) == 1 + -(-exported_rows // 5)  # the header, then a piece of 5 rows at a time
     exported = AuditEvent.objects.get(action="audit.exported")
     assert (exported.actor_label, exported.study_id, exported.after["filters"]) == ("coord", study.pk, {})
+
+
+@pytest.mark.django_db(transaction=True)  # autocommit, as a request runs: the COPY is cancelled, not a transaction
+def test_an_export_left_half_read_leaves_the_connection_usable(client, awkward_log, monkeypatch):
+    study, coordinator = awkward_log
+    monkeypatch.setattr(study_log, "EXPORT_CHUNK", 2)
+    client.force_login(coordinator)
+    response = client.get(reverse("audit-export", args=[study.code]))
+    pieces = iter(response.streaming_content)
+    assert next(pieces).startswith(b"seq,") and next(pieces).count(b"\r\n") == 2
+    response.close()  # the client went away mid-COPY: psycopg cancels it and reads what was still on its way
+    assert connection.connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    assert AuditEvent.objects.filter(study_id=study.pk).count() > 2
