@@ -223,17 +223,27 @@ def _copied(connection, statement: sql.Composed, params, header: bytes) -> Itera
     with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
         cursor.execute(COPY_PLAN)
         with cursor.cursor.copy(statement, params) as copy:
-            piece: list[bytes] = []
-            for data in copy:
-                row = bytes(data)
-                if not row.endswith(b"\n"):
-                    raise RuntimeError("COPY sent part of a row: the audit CSV expects one row per message")
-                piece.append(row[:-1])
-                if len(piece) == EXPORT_CHUNK:
-                    yield b"\r\n".join(piece) + b"\r\n"
-                    piece = []
-            if piece:
-                yield b"\r\n".join(piece) + b"\r\n"
+            try:
+                yield from _pieces(copy)
+            except GeneratorExit:
+                # The client went away mid-COPY. Closing the connection ends the COPY and its transaction on the
+                # server at once (a cancel, psycopg's way, is a signal from another connection that may land on
+                # the ROLLBACK after it); the next request opens another connection.
+                connection.close()
+
+
+def _pieces(copy) -> Iterator[bytes]:
+    piece: list[bytes] = []
+    for data in copy:
+        row = bytes(data)
+        if not row.endswith(b"\n"):
+            raise RuntimeError("COPY sent part of a row: the audit CSV expects one row per message")
+        piece.append(row[:-1])
+        if len(piece) == EXPORT_CHUNK:
+            yield b"\r\n".join(piece) + b"\r\n"
+            piece = []
+    if piece:
+        yield b"\r\n".join(piece) + b"\r\n"
 
 
 def export_csv(user, study, log: LogFilter) -> Iterator[str] | Iterator[bytes]:

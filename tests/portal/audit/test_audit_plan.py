@@ -28,7 +28,7 @@ from django.urls import reverse
 from portal.audit import study_log
 from portal.audit.models import AuditEvent
 from portal.audit.services import record
-from portal.core.pagination import Keyset
+from portal.core.pagination import EXACT_COUNT_UP_TO, Keyset
 
 # Committed and emptied by the flush's TRUNCATE after each test (tests/conftest.py): rolled back instead, the 600 000
 # rows would stay behind as dead rows in the table and its indexes, and the plans of the tests after it would be
@@ -110,6 +110,10 @@ def test_the_first_page_and_the_pages_either_side_read_a_range_of_the_studys_ind
     assert page.status_code == 200 and f'<tr data-seq="{newest.seq}">' in page.content.decode()
     [first] = _log_queries(captured)
     _assert_a_range_of_the_index(first, direction="Backward", rows=51)
+    # "Showing 50 of about N": its bounded count reads the same range on (its first 10 001 entries), not the table.
+    [count] = [query["sql"] for query in captured.captured_queries if query["sql"].startswith("SELECT COUNT(*)")
+               and '"audit_auditevent"' in query["sql"]]
+    _assert_a_range_of_the_index(count, direction="Backward", rows=EXACT_COUNT_UP_TO + 1)
 
     keyset = Keyset(*study_log.ORDER)
     middle = AuditEvent.objects.filter(study_id=study.pk).order_by("-seq")[1000]
