@@ -143,7 +143,8 @@ def test_the_csvs_copy_reads_the_studys_index_once_backwards(client, busy_log):
     header, first, second = next(pieces), next(pieces), next(pieces)
     assert header.startswith(b"seq,") and first.split(b",", 1)[0] == str(newest.seq).encode()
     assert first.count(b"\r\n") == second.count(b"\r\n") == study_log.EXPORT_CHUNK
-    response.close()
+    response.close()  # left half read: the export closes its connection (study_log._copied)
+    connection.ensure_connection()
     # The query COPY writes out (study_log.copy_select), its values bound as psycopg binds them for COPY.
     upto = newest.seq
     select, params = study_log.copy_select(study_log.events(study), upto=upto)
