@@ -10,7 +10,9 @@ measures, in this process with Django's test client (the whole middleware, view 
   change). Its anchor, in the same run: the same page's query written as an equality on the study (``study_id =
   X ORDER BY seq DESC``), which PostgreSQL answers by walking the chain's seq index past every newer event;
 - the CSV export of the study's events: wall time, rows, bytes and this process's peak RSS above what it was before
-  (sampled every 50 ms). Its anchor: PostgreSQL's own ``COPY (SELECT the same rows and columns) TO STDOUT``.
+  (sampled every 50 ms). On PostgreSQL the export is itself a COPY whose columns are formatted in SQL as the Python
+  path formats them; its anchor: PostgreSQL's own ``COPY (SELECT the same rows and columns, unformatted) TO
+  STDOUT``.
 
     export DATABASE_URL=postgres://postgres@127.0.0.1:5432/ceres_audit   # a database of its own
     .venv/bin/python manage.py migrate

@@ -4,8 +4,9 @@ The log is seeded as a busy portal's is: 300 000 events of the study, then 300 0
 study's events), then one event of the study. The study holds half the log, so for ``study_id = X ORDER BY seq
 DESC`` PostgreSQL would walk the whole chain's seq index backwards from its end and filter, passing all 300 000
 newer events before the study's second newest (the control below shows it does, on this data). The queries the
-view and the export really send (captured from requests) are explained with ANALYZE: each reads
-``audit_study_seq`` in the direction of its page, and no more rows than it returns.
+view really sends (captured from requests) and the export's COPY query (``study_log.copy_select``, with the setting
+the export runs it under) are explained with ANALYZE: each reads ``audit_study_seq`` in the direction of its page,
+and no more rows than it returns.
 
 The bulk rows are written by SQL (``INSERT ... SELECT generate_series``: inserts are what the append-only triggers
 allow); their hashes are unique but do not chain, which neither the page nor the export checks (the chain's status
@@ -18,15 +19,16 @@ import json
 import statistics
 import time
 
+import psycopg
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from portal.audit import study_log
 from portal.audit.models import AuditEvent
 from portal.audit.services import record
-from portal.core.pagination import Keyset
+from portal.core.pagination import EXACT_COUNT_UP_TO, Keyset
 
 # Committed and emptied by the flush's TRUNCATE after each test (tests/conftest.py): rolled back instead, the 600 000
 # rows would stay behind as dead rows in the table and its indexes, and the plans of the tests after it would be
@@ -108,6 +110,10 @@ def test_the_first_page_and_the_pages_either_side_read_a_range_of_the_studys_ind
     assert page.status_code == 200 and f'<tr data-seq="{newest.seq}">' in page.content.decode()
     [first] = _log_queries(captured)
     _assert_a_range_of_the_index(first, direction="Backward", rows=51)
+    # "Showing 50 of about N": its bounded count reads the same range on (its first 10 001 entries), not the table.
+    [count] = [query["sql"] for query in captured.captured_queries if query["sql"].startswith("SELECT COUNT(*)")
+               and '"audit_auditevent"' in query["sql"]]
+    _assert_a_range_of_the_index(count, direction="Backward", rows=EXACT_COUNT_UP_TO + 1)
 
     keyset = Keyset(*study_log.ORDER)
     middle = AuditEvent.objects.filter(study_id=study.pk).order_by("-seq")[1000]
@@ -129,17 +135,21 @@ def test_the_first_page_and_the_pages_either_side_read_a_range_of_the_studys_ind
           f"max {max(timings) * 1000:.2f} ms")
 
 
-def test_the_csv_reads_its_chunks_as_ranges_of_the_studys_index(client, busy_log):
+def test_the_csvs_copy_reads_the_studys_index_once_backwards(client, busy_log):
     study, coordinator, newest = busy_log
     client.force_login(coordinator)
     response = client.get(reverse("audit-export", args=[study.code]))
     pieces = iter(response.streaming_content)
-    with CaptureQueriesContext(connection) as captured:
-        header, first, second = next(pieces), next(pieces), next(pieces)
+    header, first, second = next(pieces), next(pieces), next(pieces)
     assert header.startswith(b"seq,") and first.split(b",", 1)[0] == str(newest.seq).encode()
-    assert first.count(b"\n") == second.count(b"\n") == study_log.EXPORT_CHUNK
-    chunks = _log_queries(captured)
-    assert len(chunks) == 2  # one query a chunk, none a row
-    for sql in chunks:
-        _assert_a_range_of_the_index(sql, direction="Backward", rows=study_log.EXPORT_CHUNK)
-    response.close()
+    assert first.count(b"\r\n") == second.count(b"\r\n") == study_log.EXPORT_CHUNK
+    response.close()  # left half read: the export closes its connection (study_log._copied)
+    connection.ensure_connection()
+    # The query COPY writes out (study_log.copy_select), its values bound as psycopg binds them for COPY.
+    upto = newest.seq
+    select, params = study_log.copy_select(study_log.events(study), upto=upto)
+    query = psycopg.ClientCursor(connection.connection).mogrify(select, params)
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(study_log.COPY_PLAN)  # as the export runs it
+        _assert_a_range_of_the_index(query, direction="Backward",
+                                     rows=AuditEvent.objects.filter(study_id=study.pk, seq__lte=upto).count())

@@ -123,6 +123,19 @@ def test_count_is_exact_up_to_the_bound(study):
         assert above.value == 11  # no planner to ask: "about 11", never fewer than were counted
 
 
+def test_a_count_in_the_lists_order_counts_the_same(study):
+    request = RequestFactory().get("/list/")
+    with scope(study=study):
+        ordered = Recording.objects.order_by(*ORDER)
+        assert count_rows(ordered, exact_up_to=23, in_order=True) == RowCount(23, exact=True)
+        assert count_rows(ordered.filter(pk=ordered.last().pk), exact_up_to=23, in_order=True) == \
+            RowCount(1, exact=True)
+        above = count_rows(ordered, exact_up_to=10, in_order=True)
+        page = list_page(request, Recording.objects.all(), ORDER, size=5, count_in_order=True)
+    assert not above.exact and above.value >= 11
+    assert page.showing == "Showing 5 of 23"
+
+
 @pytest.mark.postgres
 def test_above_the_bound_the_count_is_the_planners_estimate(study):
     if connection.vendor != "postgresql":
