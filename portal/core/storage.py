@@ -257,13 +257,14 @@ def copy(source: Storage, source_name: str, target: Storage, name: str, sha256: 
       single-part object; ``verified_copy``). The source is not read: the gateway copies it only if its ETag is
       still that MD5 (``x-amz-copy-source-if-match``; otherwise ``SourceMismatch``, nothing copied), and the copy's
       ETag must be it too. A source larger than ``CERES_S3_COPY_PART_BYTES``, or of at most
-      ``VERIFIED_COPY_MIN_BYTES`` (a read and a PUT are quicker there), takes the path above.
+      ``CERES_S3_VERIFIED_COPY_MIN_BYTES`` (1 MiB: on Swift a read and a PUT are quicker there), takes the path
+      above.
     - Local folders: a hard link (a reflink, or a copy, where the file system refuses one), then the placed
       file hashed once against the receipt.
     - Anything else: fetched to a scratch file, checked, stored and read back (``put_checked``).
     """
     if _is_s3(source) and _is_s3(target) and _same_service(source, target):
-        if verified_md5 and VERIFIED_COPY_MIN_BYTES < size <= settings.CERES_S3_COPY_PART_BYTES:
+        if verified_md5 and settings.CERES_S3_VERIFIED_COPY_MIN_BYTES < size <= settings.CERES_S3_COPY_PART_BYTES:
             return _copy_s3_verified(source, source_name, target, name, size, _etag(verified_md5),
                                      maybe_present=maybe_present)
         return _copy_s3(source, source_name, target, name, sha256, size, maybe_present=maybe_present)
@@ -351,10 +352,6 @@ def _read_source(source: Storage, source_name: str, sha256: str, size: int, part
 # gateway checks) instead of copied: a server-side copy costs Swift a look-up, a GET and a PUT of its own, more than
 # the PUT of a small object (bench/release.py; docs/releases.md).
 INLINE_BYTES = 1 << 20
-# Objects no larger than this are read and stored as above even when the verification job recorded the MD5 that
-# would let the gateway copy them without a read: on Swift a GET and a PUT of a few kilobytes take less than one
-# server-side copy (56 objects of 0.3-30 KB on 8 threads: 1.03 s against 1.29 s; of 0.6-900 KB about even).
-VERIFIED_COPY_MIN_BYTES = INLINE_BYTES
 
 
 def _copy_s3(source, source_name, target, name, sha256, size, *, maybe_present) -> bool:

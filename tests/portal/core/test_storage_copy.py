@@ -329,8 +329,8 @@ def test_s3_copy_by_a_recorded_md5_whose_etag_differs_is_deleted(s3, monkeypatch
 
 @pytest.mark.s3
 def test_s3_small_or_multipart_verified_objects_take_the_read_path(s3, settings, monkeypatch):
-    """At most ``VERIFIED_COPY_MIN_BYTES`` a read and a PUT (quicker on this gateway); above the part size a copy
-    in parts, whose parts' MD5s only a read gives."""
+    """At most ``CERES_S3_VERIFIED_COPY_MIN_BYTES`` a read and a PUT (quicker on this gateway); above the part
+    size a copy in parts, whose parts' MD5s only a read gives."""
     shards, releases, prefix = s3
     settings.CERES_S3_COPY_PART_BYTES = 5 * 1024 * 1024
     read, reads = storage._read_source, []

@@ -201,11 +201,11 @@ def test_a_shard_object_that_no_longer_matches_fails_the_release_visibly(approve
 @pytest.fixture
 def copied_by_recorded_md5(settings, monkeypatch):
     """On the S3 gateway, every shard object with a recorded MD5 copied without a read (the test shards' objects
-    are smaller than ``VERIFIED_COPY_MIN_BYTES``); the names of the shard objects read, and of those copied by
+    are smaller than ``CERES_S3_VERIFIED_COPY_MIN_BYTES``); the names of the shard objects read, and of those copied by
     their recorded MD5."""
     if settings.STORAGE_BACKEND != "s3":
         pytest.skip("needs the S3 gateway: CERES_STORAGE=s3 and infra/swift/start.sh")
-    monkeypatch.setattr(storage, "VERIFIED_COPY_MIN_BYTES", 0)
+    settings.CERES_S3_VERIFIED_COPY_MIN_BYTES = 0
     seen = {"read": [], "verified": []}
     read, verified = storage._read_source, storage._copy_s3_verified
 
