@@ -239,7 +239,8 @@ class SourceMismatch(ObjectMismatch):
 
 
 def copy(source: Storage, source_name: str, target: Storage, name: str, sha256: str, size: int, *,
-         maybe_present: bool = True, verified_md5: str | None = None) -> bool:
+         maybe_present: bool = True, verified_md5: str | None = None,
+         keep: Callable[[bytes], object] | None = None) -> bool:
     """Place under ``name`` in ``target`` an object proven byte-identical to ``source_name`` in ``source`` and to its
     receipt (``sha256``, ``size``), moving the bytes as little as the storages allow; whether it was found in
     place already (``maybe_present``: look before copying). ``SourceMismatch`` when the source does not match its
@@ -262,12 +263,15 @@ def copy(source: Storage, source_name: str, target: Storage, name: str, sha256: 
     - Local folders: a hard link (a reflink, or a copy, where the file system refuses one), then the placed
       file hashed once against the receipt.
     - Anything else: fetched to a scratch file, checked, stored and read back (``put_checked``).
+
+    ``keep``, when given, is handed the source's bytes, checked against the receipt, if the copy read them whole
+    (an object of at most ``INLINE_BYTES`` on S3): a caller that needs them need not read them again.
     """
     if _is_s3(source) and _is_s3(target) and _same_service(source, target):
         if verified_md5 and settings.CERES_S3_VERIFIED_COPY_MIN_BYTES < size <= settings.CERES_S3_COPY_PART_BYTES:
             return _copy_s3_verified(source, source_name, target, name, size, _etag(verified_md5),
                                      maybe_present=maybe_present)
-        return _copy_s3(source, source_name, target, name, sha256, size, maybe_present=maybe_present)
+        return _copy_s3(source, source_name, target, name, sha256, size, maybe_present=maybe_present, keep=keep)
     if hasattr(source, "path") and hasattr(target, "path") and not _is_s3(source) and not _is_s3(target):
         return _copy_local(source, source_name, target, name, sha256, size, maybe_present=maybe_present)
     return _transfer(source, source_name, target, name, sha256, size, maybe_present=maybe_present)
@@ -354,10 +358,12 @@ def _read_source(source: Storage, source_name: str, sha256: str, size: int, part
 INLINE_BYTES = 1 << 20
 
 
-def _copy_s3(source, source_name, target, name, sha256, size, *, maybe_present) -> bool:
+def _copy_s3(source, source_name, target, name, sha256, size, *, maybe_present, keep=None) -> bool:
     part_bytes = settings.CERES_S3_COPY_PART_BYTES
     inline = size <= INLINE_BYTES
     etag, parts, read = _read_source(source, source_name, sha256, size, part_bytes, keep=inline)
+    if inline and keep is not None:
+        keep(read["data"])
     # A source stored in parts is copied in parts too: copying it whole, a gateway may give the copy the source's
     # ETag (Swift does) rather than one made from the bytes it wrote, and that would vouch for nothing.
     multipart = not inline and size > 0 and (size > part_bytes or "-" in etag)

@@ -163,10 +163,24 @@ def _publish(release: ReleaseRequest) -> None:
     # Largest first, so that no large copy starts last and holds up the end.
     copies.sort(key=lambda copy: -copy[2]["bytes"])
 
+    # The shards' metadata the card files are made from (not once the manifest is made: its card files are kept
+    # with it), by its path in the release: the bytes a copy read and checked, or read here (``metadata``).
+    wanted = {} if executed.manifest else {name[len(executed.prefix):]: (source, entry)
+                                           for source, name, entry, _ in copies if entry["path"] in cards.METADATA}
+    kept: dict[str, bytes] = {}
+
     def place(copy: tuple[str, str, dict, str | None]) -> bool:
         """Copy one object unless it is in place already; whether it was. Storage only: runs on the pool."""
         source, name, entry, verified_md5 = copy
-        return _copy(shards, source, releases, name, entry, maybe_present=name in present, verified_md5=verified_md5)
+        path = name[len(executed.prefix):]
+        return _copy(shards, source, releases, name, entry, maybe_present=name in present, verified_md5=verified_md5,
+                     keep=(lambda data: kept.__setitem__(path, data)) if path in wanted else None)
+
+    def metadata(pool) -> dict[str, bytes]:
+        """The card files' metadata: kept from the copies, the rest read from the shards storage and checked."""
+        reads = {path: pool.submit(storage.read_checked, shards, source, entry["sha256"], entry["bytes"])
+                 for path, (source, entry) in wanted.items() if path not in kept}
+        return {**kept, **{path: read.result() for path, read in reads.items()}}
 
     copied = found = 0
     # Objects are copied side by side (on S3 by the gateway itself, see ``storage.copy``); progress
@@ -177,12 +191,6 @@ def _publish(release: ReleaseRequest) -> None:
     written = time.monotonic()
     with ThreadPoolExecutor(max_workers=settings.CERES_RELEASE_THREADS, thread_name_prefix="release") as pool:
         futures = [pool.submit(place, copy) for copy in copies]
-        # The shards' metadata the card files are made from, read from the shards storage and checked against the
-        # frozen digests beside the copies (not once the manifest is made: its card files are kept with it).
-        metadata = {} if executed.manifest else {
-            name[len(executed.prefix):]: pool.submit(storage.read_checked, shards, source, entry["sha256"],
-                                                     entry["bytes"])
-            for source, name, entry, _ in copies if entry["path"] in cards.METADATA}
         try:
             for future in as_completed(futures):  # progress as copies finish, in whatever order
                 found += future.result()
@@ -197,9 +205,7 @@ def _publish(release: ReleaseRequest) -> None:
         _heartbeat(executed, copied, found)
         card_files, data, signature = _sign_once(
             release, [redacted.manifest_entry(item, derived[item.pk]) for item in items if item.pk in derived],
-            metadata=lambda: {path: read.result() for path, read in metadata.items()} if metadata else {
-                name[len(executed.prefix):]: storage.read_checked(shards, source, entry["sha256"], entry["bytes"])
-                for source, name, entry, _ in copies if entry["path"] in cards.METADATA})
+            metadata=lambda: metadata(pool))
 
         def store(filename: str, content: bytes) -> bool:
             """One small file of the release stored and checked unless in place already; whether it was."""
@@ -249,14 +255,14 @@ def _refuse_originals(release: ReleaseRequest, items, derived: dict, copies) -> 
 
 
 def _copy(shards, source: str, releases, name: str, entry: dict, *, maybe_present: bool,
-          verified_md5: str | None = None) -> bool:
+          verified_md5: str | None = None, keep=None) -> bool:
     """One shard object into the release, proven byte-identical to the shard object and its receipt
     (``storage.copy``: on S3 copied by the gateway and the copy's ETag checked, the shard read once unless the
     verification job recorded the MD5 of its checked bytes (``verified_md5``) and its ETag is still that; on local
     folders a hard link hashed once); whether it was in place already."""
     try:
         return storage.copy(shards, source, releases, name, entry["sha256"], entry["bytes"],
-                            maybe_present=maybe_present, verified_md5=verified_md5)
+                            maybe_present=maybe_present, verified_md5=verified_md5, keep=keep)
     except SourceMismatch as exc:
         raise ObjectMismatch(f"{source}: the stored shard does not match its receipt ({exc})") from None
 
