@@ -9,10 +9,12 @@ Exports ``--episodes`` generated captures through the portal's own pipeline (a s
 a scratch folder, new buckets on the gateway), asks for ``--repeat`` releases of all of them and has two
 officers approve each. Then, in alternating paired runs:
 
-- **the release job**: ``publish_release``, what the heavy worker runs: every shard object read once from the
-  shards bucket and checked against its receipt, copied by the gateway into the releases bucket (``CopyObject``,
-  or ``UploadPartCopy`` parts), the copy's ETag checked against the MD5 of the bytes checked (``storage.copy``,
-  ``--threads`` objects at once), then the card files and the signed manifest;
+- **the release job**: ``publish_release``, what the heavy worker runs: a shard object above
+  ``CERES_S3_VERIFIED_COPY_MIN_BYTES`` whose ETag is still the MD5 the verification job recorded of its checked
+  bytes copied by the gateway into the releases bucket without a read (``CopyObject`` with
+  ``x-amz-copy-source-if-match``), every other one read once from the shards bucket, checked against its receipt
+  and copied (or, at most 1 MiB, stored by a ``PUT``); each copy's ETag checked against the MD5 of the bytes
+  checked (``storage.copy``, ``--threads`` objects at once), then the card files and the signed manifest;
 - **the baseline**: ``aws s3 cp --recursive`` of the same objects from a local folder to the same gateway
   (awscli's defaults: 10 requests at once, 8 MiB parts), which neither checks a receipt nor writes a manifest.
 

@@ -484,6 +484,11 @@ CERES_RELEASE_THREADS = env_int("CERES_RELEASE_THREADS", 8, minimum=1, maximum=6
 # one CopyObject (S3 takes at most 5 GiB in one; a part at least 5 MiB); core/storage.copy.
 CERES_S3_COPY_PART_BYTES = env_int("CERES_S3_COPY_PART_BYTES", 256 * 1024 * 1024, minimum=5 * 1024 * 1024,
                                    maximum=5 * 1024 * 1024 * 1024)
+# On S3, a shard object larger than this whose MD5 the verification job recorded is copied by the gateway without
+# a read; one no larger is read, checked and stored by a PUT (on Swift quicker for small objects: bench/release.py,
+# docs/releases.md). 0 copies every such object without a read.
+CERES_S3_VERIFIED_COPY_MIN_BYTES = env_int("CERES_S3_VERIFIED_COPY_MIN_BYTES", 1024 * 1024, minimum=0,
+                                           maximum=5 * 1024 * 1024 * 1024)
 # Researcher access: the longest grant a coordinator or ethics officer may give at once; how long a download
 # link lives (S3 presigned, or a portal link on local storage); how many links one request may ask for; the
 # largest one-dataset download.

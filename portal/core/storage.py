@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import hashlib
+import io
 import mimetypes
 import os
 import re
@@ -141,6 +142,40 @@ def digest(storage: Storage, name: str) -> tuple[str, int]:
         return stream_digest(source)
 
 
+def checksums(storage: Storage, name: str, *, copy_to: IO[bytes] | None = None) -> dict:
+    """Read a stored object once, streamed: its SHA-256, MD5 (hex) and length, and the ETag the store served the
+    bytes with (``""`` on local folders, which have none); ``copy_to`` also gets the bytes. What the verification
+    job keeps of each shard object, so that a release may copy it without reading it again (``copy``)."""
+    whole, md5, length, etag = hashlib.sha256(), _md5(), 0, ""
+    if _is_s3(storage):
+        try:
+            response = storage.bucket.meta.client.get_object(Bucket=storage.bucket_name, Key=name)
+        except ClientError as exc:
+            if exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 404:
+                raise FileNotFoundError(f"no object {name}") from None
+            raise
+        body, etag = response["Body"], _etag(response["ETag"])
+        context = _closing(body)
+    else:
+        context = storage.open(name, "rb")
+    with context as source:
+        while block := source.read(CHUNK):
+            length += len(block)
+            whole.update(block)
+            md5.update(block)
+            if copy_to is not None:
+                copy_to.write(block)
+    return {"sha256": whole.hexdigest(), "md5": md5.hexdigest(), "size": length, "etag": etag}
+
+
+@contextmanager
+def _closing(body):
+    try:
+        yield body
+    finally:
+        body.close()
+
+
 def matches(storage: Storage, name: str, sha256: str, size: int) -> bool:
     """Whether ``name`` is stored with this SHA-256 and length (read back from the storage); False when absent."""
     try:
@@ -178,6 +213,15 @@ def put_checked(storage: Storage, name: str, content: IO[bytes] | Path, sha256: 
         raise ObjectMismatch(f"{name}: the stored copy does not match its receipt")
 
 
+def read_checked(storage: Storage, name: str, sha256: str, size: int) -> bytes:
+    """A small object's bytes, read once and checked against ``sha256`` and ``size`` (``ObjectMismatch``)."""
+    held = io.BytesIO()
+    seen = checksums(storage, name, copy_to=held)
+    if (seen["sha256"], seen["size"]) != (sha256, size):
+        raise ObjectMismatch(f"{name}: the stored object does not match its receipt")
+    return held.getvalue()
+
+
 def fetch_checked(storage: Storage, name: str, target: Path, sha256: str, size: int) -> Path:
     """Copy an object to a local file, hashing it on the way (one read), and check it against ``sha256`` and
     ``size``; ``ObjectMismatch`` naming the object when it does not match."""
@@ -195,7 +239,8 @@ class SourceMismatch(ObjectMismatch):
 
 
 def copy(source: Storage, source_name: str, target: Storage, name: str, sha256: str, size: int, *,
-         maybe_present: bool = True) -> bool:
+         maybe_present: bool = True, verified_md5: str | None = None,
+         keep: Callable[[bytes], object] | None = None) -> bool:
     """Place under ``name`` in ``target`` an object proven byte-identical to ``source_name`` in ``source`` and to its
     receipt (``sha256``, ``size``), moving the bytes as little as the storages allow; whether it was found in
     place already (``maybe_present``: look before copying). ``SourceMismatch`` when the source does not match its
@@ -208,12 +253,25 @@ def copy(source: Storage, source_name: str, target: Storage, name: str, sha256: 
       object read (``x-amz-copy-source-if-match``); an object of at most ``INLINE_BYTES`` is stored from the bytes
       read instead (a PUT with their ``Content-MD5``). The copy's ETag, which the store computes from the bytes it
       wrote, must be the MD5 of the checked bytes (of each part, for a multipart copy). Nothing is read back.
+    - Both S3 on one endpoint, with ``verified_md5``: the MD5 the verification job took of the source's bytes in
+      the read that checked them against this receipt, when the store's ETag of the source was then that MD5 (a
+      single-part object; ``verified_copy``). The source is not read: the gateway copies it only if its ETag is
+      still that MD5 (``x-amz-copy-source-if-match``; otherwise ``SourceMismatch``, nothing copied), and the copy's
+      ETag must be it too. A source larger than ``CERES_S3_COPY_PART_BYTES``, or of at most
+      ``CERES_S3_VERIFIED_COPY_MIN_BYTES`` (1 MiB: on Swift a read and a PUT are quicker there), takes the path
+      above.
     - Local folders: a hard link (a reflink, or a copy, where the file system refuses one), then the placed
       file hashed once against the receipt.
     - Anything else: fetched to a scratch file, checked, stored and read back (``put_checked``).
+
+    ``keep``, when given, is handed the source's bytes, checked against the receipt, if the copy read them whole
+    (an object of at most ``INLINE_BYTES`` on S3): a caller that needs them need not read them again.
     """
     if _is_s3(source) and _is_s3(target) and _same_service(source, target):
-        return _copy_s3(source, source_name, target, name, sha256, size, maybe_present=maybe_present)
+        if verified_md5 and settings.CERES_S3_VERIFIED_COPY_MIN_BYTES < size <= settings.CERES_S3_COPY_PART_BYTES:
+            return _copy_s3_verified(source, source_name, target, name, size, _etag(verified_md5),
+                                     maybe_present=maybe_present)
+        return _copy_s3(source, source_name, target, name, sha256, size, maybe_present=maybe_present, keep=keep)
     if hasattr(source, "path") and hasattr(target, "path") and not _is_s3(source) and not _is_s3(target):
         return _copy_local(source, source_name, target, name, sha256, size, maybe_present=maybe_present)
     return _transfer(source, source_name, target, name, sha256, size, maybe_present=maybe_present)
@@ -300,10 +358,12 @@ def _read_source(source: Storage, source_name: str, sha256: str, size: int, part
 INLINE_BYTES = 1 << 20
 
 
-def _copy_s3(source, source_name, target, name, sha256, size, *, maybe_present) -> bool:
+def _copy_s3(source, source_name, target, name, sha256, size, *, maybe_present, keep=None) -> bool:
     part_bytes = settings.CERES_S3_COPY_PART_BYTES
     inline = size <= INLINE_BYTES
     etag, parts, read = _read_source(source, source_name, sha256, size, part_bytes, keep=inline)
+    if inline and keep is not None:
+        keep(read["data"])
     # A source stored in parts is copied in parts too: copying it whole, a gateway may give the copy the source's
     # ETag (Swift does) rather than one made from the bytes it wrote, and that would vouch for nothing.
     multipart = not inline and size > 0 and (size > part_bytes or "-" in etag)
@@ -333,6 +393,46 @@ def _copy_s3(source, source_name, target, name, sha256, size, *, maybe_present) 
     if placed != expected:
         target.delete(name)
         raise ObjectMismatch(f"{name}: the copy does not match its receipt (ETag {placed}, not {expected})")
+    return False
+
+
+def verified_copy(seen: dict | None, sha256: str, size: int) -> str | None:
+    """The MD5 a release may copy an object by without reading it (``copy``'s ``verified_md5``): the one the
+    verification job recorded (``checksums``) when the bytes it read were these (``sha256``, ``size``: the frozen
+    receipt's) and the store's ETag was their MD5 (a single-part object); None otherwise."""
+    if not seen or seen.get("sha256") != sha256 or seen.get("size") != size:
+        return None
+    md5, etag = str(seen.get("md5", "")).lower(), _etag(str(seen.get("etag", "")))
+    return md5 if re.fullmatch(r"[0-9a-f]{32}", md5) and etag == md5 else None
+
+
+def _copy_s3_verified(source, source_name, target, name, size, md5, *, maybe_present) -> bool:
+    """``copy`` of a source whose bytes the verification job checked and MD5-summed: no read of the source."""
+    client = target.bucket.meta.client
+    if maybe_present:
+        try:
+            head = client.head_object(Bucket=target.bucket_name, Key=name)
+        except ClientError as exc:
+            if exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") != 404:
+                raise
+        else:
+            if head["ContentLength"] == size and _etag(head["ETag"]) == md5:
+                return True
+    try:
+        placed = copy_object(client, {"Bucket": source.bucket_name, "Key": source_name}, md5, target.bucket_name,
+                             name)
+    except ClientError as exc:
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        if status == 412:
+            raise SourceMismatch(f"{source_name}: the stored object is not the one verified against its receipt "
+                                 f"(its ETag is no longer {md5}, the MD5 of the bytes verification checked); "
+                                 f"not copied") from None
+        if status == 404:
+            raise FileNotFoundError(f"no object {source_name}") from None
+        raise
+    if placed != md5:
+        target.delete(name)
+        raise ObjectMismatch(f"{name}: the copy does not match its receipt (ETag {placed}, not {md5})")
     return False
 
 

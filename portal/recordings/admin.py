@@ -23,7 +23,7 @@ class EpisodeAdmin(BigTableAdmin):
     list_display = ["folder", "study", "from_index", "length", "exported_at", "receipt_status"]
     list_filter = ["study", "receipt_status"]
     list_select_related = ["study"]
-    list_defer = ("shard_files",)
+    list_defer = ("shard_files", "stored_checksums")
     ordering = ["-pk"]
     sortable_by = []
 

@@ -4,6 +4,8 @@ recording to ``verified``."""
 
 from __future__ import annotations
 
+import io
+
 from django.db import transaction
 from django.utils import timezone
 from django_scopes import scopes_disabled
@@ -17,17 +19,19 @@ from portal.recordings.services.history import note, set_state
 from portal.recordings.signals import episode_verified
 
 
-def _problems(episode: Episode) -> list[str]:
+def _problems(episode: Episode) -> tuple[list[str], dict[str, dict]]:
     """The stored shard against its receipt (``exporter.receipt``'s rules), each object streamed from storage,
-    and the stored receipt against the digest recorded at export."""
+    and the stored receipt against the digest recorded at export; with what each object's read saw
+    (``storage.checksums``: SHA-256, MD5, length, the store's ETag), by its path in the shard."""
     shards = storage.shards()
     problems = []
     receipt_name = episode.prefix + RECEIPT
-    receipt_sha, artefacts = None, {}
+    receipt_sha, artefacts, seen = None, {}, {}
     try:
-        receipt_sha, _ = storage.digest(shards, receipt_name)
-        with shards.open(receipt_name, "rb") as stream:
-            artefacts = read_artefacts(stream.read())
+        held = io.BytesIO()
+        seen[RECEIPT] = storage.checksums(shards, receipt_name, copy_to=held)
+        receipt_sha = seen[RECEIPT]["sha256"]
+        artefacts = read_artefacts(held.getvalue())
     except FileNotFoundError:
         problems.append(f"{RECEIPT}: missing")
     except ValueError as exc:
@@ -36,13 +40,15 @@ def _problems(episode: Episode) -> list[str]:
         problems.append(f"{RECEIPT}: SHA-256 {receipt_sha} differs from the one recorded at export")
     present = {name[len(episode.prefix):] for name in storage.walk(shards, episode.prefix)} - {RECEIPT}
     problems += listing_problems(artefacts, present, noun="object")
-    digests = {name: storage.digest(shards, episode.prefix + name) for name in sorted(artefacts.keys() & present)}
-    return problems + digest_problems(artefacts, digests)
+    for name in sorted(artefacts.keys() & present):
+        seen[name] = storage.checksums(shards, episode.prefix + name)
+    digests = {name: (found["sha256"], found["size"]) for name, found in seen.items() if name != RECEIPT}
+    return problems + digest_problems(artefacts, digests), seen
 
 
 def verify_episode(episode: Episode) -> Verification:
     """Re-hash a stored shard (streamed from storage) against its receipt; a mismatch raises an alert."""
-    problems = _problems(episode)
+    problems, seen = _problems(episode)
     with transaction.atomic():
         now = timezone.now()
         result = Verification.objects.create(study=episode.study, episode=episode, checked_at=now,
@@ -50,7 +56,10 @@ def verify_episode(episode: Episode) -> Verification:
         before = episode.receipt_status
         episode.receipt_status = Episode.Receipt.MISMATCH if problems else Episode.Receipt.VERIFIED
         episode.verified_at = now
-        episode.save(update_fields=["receipt_status", "verified_at"])
+        # What this read saw of each object, kept only when every object matched its receipt: a release copies
+        # an object whose ETag is still the MD5 recorded here without reading it again (docs/releases.md).
+        episode.stored_checksums = {} if problems else seen
+        episode.save(update_fields=["receipt_status", "verified_at", "stored_checksums"])
         record(None, "episode.verified" if not problems else "episode.verification_failed", episode,
                before={"receipt_status": before}, after={"receipt_status": episode.receipt_status,
                                                          "problems": problems})

@@ -13,13 +13,12 @@ from django.urls import reverse
 
 from exporter import cards
 from exporter.timestamps import rfc3339
-from portal.core import storage
 from portal.releases.models import ReleaseRequest
 from portal.studies.models import Study
 from portal.studies.services.study import current_data_use_agreement
 
 # The files of a shard the card reads: its LeRobot metadata.
-_READ = ("meta/info.json", "meta/tasks.parquet")
+METADATA = ("meta/info.json", "meta/tasks.parquet")
 
 
 def licence(study: Study) -> tuple[str, int | None]:
@@ -42,23 +41,27 @@ def facts(study: Study, *, kind: str, identifier: str, number: int, published, d
         url=page_url("research-release" if kind == "release" else "research-dataset", study, number))
 
 
-def release_cards(release: ReleaseRequest, prefix: str, *, published,
+def release_cards(release: ReleaseRequest, *, published, metadata: dict[str, bytes],
                   redacted: dict[int, list[dict]] | None = None) -> dict[str, bytes]:
-    """The card files of a release whose shards are in the ``releases`` storage under ``prefix``: each shard's
-    metadata is read back from there, checked against the frozen digests (``redacted``: episode index → the
-    files of the derived shard published instead, under the redact face policy)."""
+    """The card files of a release from each shard's metadata (``metadata``: the bytes of each file of
+    ``METADATA`` by its path in the release, ``episode-NNNNNN/meta/info.json``, read and checked against the
+    frozen digests by the caller: the release job reads them from the shards storage beside its copies)
+    (``redacted``: episode index → the files of the derived shard published instead, under the redact face
+    policy)."""
     items = list(release.items.all())
-    releases = storage.releases()
     with tempfile.TemporaryDirectory(prefix="ceres-card-") as scratch:
         root = Path(scratch)
-        parts, files = [], []
+        files = []
         for item in items:
             for entry in (redacted or {}).get(item.episode_index, item.files):
-                files.append({**entry, "path": f"{item.folder}/{entry['path']}"})
-                if entry["path"] in _READ:
-                    storage.fetch_checked(releases, f"{prefix}{item.folder}/{entry['path']}",
-                                          root / item.folder / entry["path"], entry["sha256"], entry["bytes"])
-            parts.append(cards.read_part(root, f"{item.folder}/"))
+                path = f"{item.folder}/{entry['path']}"
+                files.append({**entry, "path": path})
+                if entry["path"] in METADATA:
+                    if path not in metadata:
+                        raise cards.CardProblem(f"{path}: the shard's metadata was not read")
+                    (root / path).parent.mkdir(parents=True, exist_ok=True)
+                    (root / path).write_bytes(metadata[path])
+        parts = [cards.read_part(root, f"{item.folder}/") for item in items]
         return cards.card_files(
             facts(release.study, kind="release", identifier=release.release_id, number=release.number,
                   published=published, digest=release.manifest_sha256, purpose=release.purpose),

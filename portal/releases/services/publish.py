@@ -12,6 +12,7 @@ checked. A released request is never touched again.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from django.conf import settings
@@ -140,8 +141,9 @@ def _require_consent(release: ReleaseRequest, *, lock: bool = False) -> None:
 def _publish(release: ReleaseRequest) -> None:
     executed = Release.objects.get(request=release)
     shards, releases = storage.shards(), storage.releases()
-    # One listing first: an object not there yet (every object, on a first attempt) is copied without a read.
-    present = set(storage.walk(releases, executed.prefix))
+    # What an earlier attempt left: a listing first, so that an object not there yet is copied without a look.
+    # The first attempt (its lease taken once) follows none, so it has nothing to list.
+    present = set(storage.walk(releases, executed.prefix)) if executed.attempts != 1 else set()
     items = list(release.items.select_related("episode__study"))
     # Under the redact face policy each episode is published as its derived shard (made, or found whole from an
     # earlier attempt, in the shards storage), never as the original.
@@ -150,15 +152,35 @@ def _publish(release: ReleaseRequest) -> None:
         derived[item.pk] = redacted.derive(release, item)
         _heartbeat(executed, 0, 0)  # the lease renewed after each derived shard
     copies = [(derived[item.pk]["prefix"] + entry["path"] if item.pk in derived
-               else item.episode.prefix + entry["path"], f"{executed.prefix}{item.folder}/{entry['path']}", entry)
+               else item.episode.prefix + entry["path"], f"{executed.prefix}{item.folder}/{entry['path']}", entry,
+               # The MD5 the verification job took of this shard object's bytes as it checked them against this
+               # receipt: with it the object is copied without a read (a derived shard has none).
+               None if item.pk in derived else storage.verified_copy(
+                   (item.episode.stored_checksums or {}).get(entry["path"]), entry["sha256"], entry["bytes"]))
               for item in items for entry in (derived[item.pk]["files"] if item.pk in derived else item.files)]
     _refuse_originals(release, items, derived, copies)
-    expected = {name for _, name, _ in copies}
+    expected = {name for _, name, _, _ in copies}
+    # Largest first, so that no large copy starts last and holds up the end.
+    copies.sort(key=lambda copy: -copy[2]["bytes"])
 
-    def place(copy: tuple[str, str, dict]) -> bool:
+    # The shards' metadata the card files are made from (not once the manifest is made: its card files are kept
+    # with it), by its path in the release: the bytes a copy read and checked, or read here (``metadata``).
+    wanted = {} if executed.manifest else {name[len(executed.prefix):]: (source, entry)
+                                           for source, name, entry, _ in copies if entry["path"] in cards.METADATA}
+    kept: dict[str, bytes] = {}
+
+    def place(copy: tuple[str, str, dict, str | None]) -> bool:
         """Copy one object unless it is in place already; whether it was. Storage only: runs on the pool."""
-        source, name, entry = copy
-        return _copy(shards, source, releases, name, entry, maybe_present=name in present)
+        source, name, entry, verified_md5 = copy
+        path = name[len(executed.prefix):]
+        return _copy(shards, source, releases, name, entry, maybe_present=name in present, verified_md5=verified_md5,
+                     keep=(lambda data: kept.__setitem__(path, data)) if path in wanted else None)
+
+    def metadata(pool) -> dict[str, bytes]:
+        """The card files' metadata: kept from the copies, the rest read from the shards storage and checked."""
+        reads = {path: pool.submit(storage.read_checked, shards, source, entry["sha256"], entry["bytes"])
+                 for path, (source, entry) in wanted.items() if path not in kept}
+        return {**kept, **{path: read.result() for path, read in reads.items()}}
 
     copied = found = 0
     # Objects are copied side by side (on S3 by the gateway itself, see ``storage.copy``); progress
@@ -180,20 +202,28 @@ def _publish(release: ReleaseRequest) -> None:
             pool.shutdown(cancel_futures=True)
             _heartbeat(executed, copied, found)
             raise
-    _heartbeat(executed, copied, found)
-    card_files, data, signature = _sign_once(release, [redacted.manifest_entry(item, derived[item.pk])
-                                                       for item in items if item.pk in derived])
-    # The card and metadata files, then the manifest that lists them and its signature, last.
-    for filename, content in (*card_files.items(), (MANIFEST, data), (SIGNATURE, signature)):
-        name = executed.prefix + filename
-        expected.add(name)
-        sha256, size = bytes_digest(content)
-        # Not listed when this attempt began: not there (this attempt holds the lease), so nothing to read first.
-        if name in present and storage.matches(releases, name, sha256, size):
-            found += 1
-        else:
+        _heartbeat(executed, copied, found)
+        card_files, data, signature = _sign_once(
+            release, [redacted.manifest_entry(item, derived[item.pk]) for item in items if item.pk in derived],
+            metadata=lambda: metadata(pool))
+
+        def store(filename: str, content: bytes) -> bool:
+            """One small file of the release stored and checked unless in place already; whether it was."""
+            name = executed.prefix + filename
+            sha256, size = bytes_digest(content)
+            # Not listed when this attempt began: not there (this attempt holds the lease), so nothing to read.
+            if name in present and storage.matches(releases, name, sha256, size):
+                return True
             storage.put_checked(releases, name, ContentFile(content), sha256, size)
-        copied += 1
+            return False
+
+        # The card and metadata files side by side, then the manifest that lists them and its signature, last.
+        for batch in (card_files.items(), ((MANIFEST, data), (SIGNATURE, signature))):
+            batch = list(batch)
+            expected.update(executed.prefix + filename for filename, _ in batch)
+            for done in [pool.submit(store, filename, content) for filename, content in batch]:
+                found += done.result()
+                copied += 1
     _heartbeat(executed, copied, found)
     present = set(storage.walk(releases, executed.prefix))
     if present != expected:
@@ -224,32 +254,35 @@ def _refuse_originals(release: ReleaseRequest, items, derived: dict, copies) -> 
                                  f"only the redacted video")
 
 
-def _copy(shards, source: str, releases, name: str, entry: dict, *, maybe_present: bool) -> bool:
+def _copy(shards, source: str, releases, name: str, entry: dict, *, maybe_present: bool,
+          verified_md5: str | None = None, keep=None) -> bool:
     """One shard object into the release, proven byte-identical to the shard object and its receipt
-    (``storage.copy``: on S3 the shard read once and copied by the gateway, the copy's ETag checked; on local folders
-    a hard link hashed once); whether it was in place already."""
+    (``storage.copy``: on S3 copied by the gateway and the copy's ETag checked, the shard read once unless the
+    verification job recorded the MD5 of its checked bytes (``verified_md5``) and its ETag is still that; on local
+    folders a hard link hashed once); whether it was in place already."""
     try:
         return storage.copy(shards, source, releases, name, entry["sha256"], entry["bytes"],
-                            maybe_present=maybe_present)
-    except SourceMismatch:
-        raise ObjectMismatch(f"{source}: the stored shard does not match its receipt") from None
+                            maybe_present=maybe_present, verified_md5=verified_md5, keep=keep)
+    except SourceMismatch as exc:
+        raise ObjectMismatch(f"{source}: the stored shard does not match its receipt ({exc})") from None
 
 
-def _sign_once(release: ReleaseRequest, redacted_episodes: list[dict] | None = None) \
-        -> tuple[dict[str, bytes], bytes, bytes]:
+def _sign_once(release: ReleaseRequest, redacted_episodes: list[dict] | None = None, *,
+               metadata: Callable[[], dict[str, bytes]]) -> tuple[dict[str, bytes], bytes, bytes]:
     """The card and metadata files, the manifest's bytes and signature: made and kept on the first attempt that
-    gets this far (the card files read the shards' metadata back from the release prefix first)."""
+    gets this far (the card files from the shards' metadata, ``metadata()``: each file's bytes by its path in
+    the release, checked against the frozen digests)."""
     executed = Release.objects.get(request=release)
     now = timezone.now()
     derived = {entry["episode_index"]: entry["files"] for entry in redacted_episodes or []}
-    made = None if executed.manifest else cards.release_cards(release, executed.prefix, published=now,
+    made = None if executed.manifest else cards.release_cards(release, published=now, metadata=metadata(),
                                                               redacted=derived)
     with transaction.atomic():
         executed = Release.objects.select_for_update(no_key=True).get(request=release)
         if executed.manifest:
             return _kept_cards(executed), bytes(executed.manifest), bytes(executed.signature)
         _require_approved(release)
-        made = made if made is not None else cards.release_cards(release, executed.prefix, published=now,
+        made = made if made is not None else cards.release_cards(release, published=now, metadata=metadata(),
                                                                  redacted=derived)
         data, signature = manifest.signed_manifest(release, released_at=now, card_files=made,
                                                    redacted_episodes=redacted_episodes)

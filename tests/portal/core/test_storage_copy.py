@@ -240,3 +240,110 @@ def test_the_gateway_keeps_no_sha256_checksum_and_copies_an_object_in_parts_with
     assert refused.value.response["ResponseMetadata"]["HTTPStatusCode"] == 412
     result = client.copy_object(Bucket=releases.bucket_name, Key=prefix + "copy", CopySource=copied_from)
     assert result["CopyObjectResult"]["ETag"].strip('"') == source_etag != md5(parted).hexdigest()
+
+
+def seen_of(data: bytes, etag: str | None = None) -> dict:
+    """What the verification job records of an object it read (``storage.checksums``)."""
+    return {"sha256": hashlib.sha256(data).hexdigest(), "md5": md5(data).hexdigest(), "size": len(data),
+            "etag": md5(data).hexdigest() if etag is None else etag}
+
+
+def test_a_recorded_md5_stands_for_the_bytes_only_when_it_was_taken_of_the_receipts_bytes_in_one_part():
+    data = b"verified bytes" * 100
+    assert storage.verified_copy(seen_of(data), *digest_of(data)) == md5(data).hexdigest()
+    assert storage.verified_copy(seen_of(data, etag=f'"{md5(data).hexdigest().upper()}"'), *digest_of(data)) \
+        == md5(data).hexdigest()
+    # Episodes verified before MD5s were recorded, another receipt's bytes, a source stored in parts.
+    assert storage.verified_copy(None, *digest_of(data)) is None
+    assert storage.verified_copy({}, *digest_of(data)) is None
+    assert storage.verified_copy(seen_of(data), *digest_of(b"other bytes")) is None
+    assert storage.verified_copy(seen_of(data), hashlib.sha256(data).hexdigest(), len(data) + 1) is None
+    assert storage.verified_copy(seen_of(data, etag=f"{md5(data).hexdigest()}-2"), *digest_of(data)) is None
+    assert storage.verified_copy(seen_of(data, etag=""), *digest_of(data)) is None  # local folders: no ETag
+
+
+def test_checksums_reads_an_object_once_and_keeps_its_bytes_when_asked(local):
+    import io
+
+    shards, _ = local
+    data = os.urandom(3 * storage.CHUNK + 5)
+    shards.save("s/object", ContentFile(data))
+    held = io.BytesIO()
+    assert storage.checksums(shards, "s/object", copy_to=held) == seen_of(data, etag="")
+    assert held.getvalue() == data
+    with pytest.raises(FileNotFoundError):
+        storage.checksums(shards, "s/absent")
+
+
+@pytest.mark.s3
+def test_s3_copies_a_verified_object_without_reading_it_and_checks_the_copys_etag(s3, monkeypatch):
+    """With the MD5 the verification job took of the checked bytes (its ETag then), the gateway copies the source
+    if its ETag is still that MD5; neither the source nor the copy is read."""
+    shards, releases, prefix = s3
+    data = os.urandom(1_500_000)
+    shards.bucket.meta.client.put_object(Bucket=shards.bucket_name, Key=prefix + "object", Body=data)
+    seen = storage.checksums(shards, prefix + "object")
+    assert seen == seen_of(data)
+    verified = storage.verified_copy(seen, *digest_of(data))
+    with monkeypatch.context() as patched:
+        no_read_back(patched)
+        patched.setattr(storage, "_read_source", lambda *args, **kwargs: pytest.fail("the source was read"))
+        assert storage.copy(shards, prefix + "object", releases, prefix + "copy", *digest_of(data),
+                            verified_md5=verified) is False
+        assert storage.copy(shards, prefix + "object", releases, prefix + "copy", *digest_of(data),
+                            verified_md5=verified) is True
+    assert storage.digest(releases, prefix + "copy") == digest_of(data)
+
+
+@pytest.mark.s3
+def test_s3_object_changed_since_verification_is_refused_and_not_copied(s3, monkeypatch):
+    shards, releases, prefix = s3
+    data = os.urandom(1_500_000)
+    storage.put(shards, prefix + "object", ContentFile(data))
+    verified = storage.verified_copy(storage.checksums(shards, prefix + "object"), *digest_of(data))
+    storage.put(shards, prefix + "object", ContentFile(os.urandom(1_500_000)))  # after verification
+    with monkeypatch.context() as patched:
+        patched.setattr(storage, "_read_source", lambda *args, **kwargs: pytest.fail("the source was read"))
+        with pytest.raises(SourceMismatch, match=rf"{prefix}object: the stored object is not the one verified "
+                                                 rf"against its receipt \(its ETag is no longer {verified}"):
+            storage.copy(shards, prefix + "object", releases, prefix + "copy", *digest_of(data),
+                         verified_md5=verified)
+    assert storage.walk(releases, prefix) == []
+    shards.delete(prefix + "object")
+    with pytest.raises(FileNotFoundError):
+        storage.copy(shards, prefix + "object", releases, prefix + "copy", *digest_of(data), verified_md5=verified)
+
+
+@pytest.mark.s3
+def test_s3_copy_by_a_recorded_md5_whose_etag_differs_is_deleted(s3, monkeypatch):
+    shards, releases, prefix = s3
+    data = os.urandom(1_300_000)
+    storage.put(shards, prefix + "object", ContentFile(data))
+    made = storage.copy_object
+    monkeypatch.setattr(storage, "copy_object", lambda *args: made(*args) and "0" * 32)
+    with pytest.raises(ObjectMismatch, match="the copy does not match its receipt"):
+        storage.copy(shards, prefix + "object", releases, prefix + "copy", *digest_of(data),
+                     verified_md5=md5(data).hexdigest())
+    assert storage.walk(releases, prefix) == []
+
+
+@pytest.mark.s3
+def test_s3_small_or_multipart_verified_objects_take_the_read_path(s3, settings, monkeypatch):
+    """At most ``CERES_S3_VERIFIED_COPY_MIN_BYTES`` a read and a PUT (quicker on this gateway); above the part
+    size a copy in parts, whose parts' MD5s only a read gives."""
+    shards, releases, prefix = s3
+    settings.CERES_S3_COPY_PART_BYTES = 5 * 1024 * 1024
+    read, reads = storage._read_source, []
+
+    def counted(source, name, *args, **kwargs):
+        reads.append(name)
+        return read(source, name, *args, **kwargs)
+
+    monkeypatch.setattr(storage, "_read_source", counted)
+    for name, size in (("small", 20_000), ("large", 6 * 1024 * 1024)):
+        data = os.urandom(size)
+        shards.bucket.meta.client.put_object(Bucket=shards.bucket_name, Key=prefix + name, Body=data)
+        assert storage.copy(shards, prefix + name, releases, prefix + name, *digest_of(data),
+                            verified_md5=md5(data).hexdigest()) is False
+        assert storage.digest(releases, prefix + name) == digest_of(data)
+    assert reads == [prefix + "small", prefix + "large"]

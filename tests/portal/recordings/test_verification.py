@@ -98,3 +98,26 @@ def test_fixity_schedule_queues_every_exported_shard(reg, make_capture, sent_tas
     sent_tasks.clear()
     assert reverify_all() == 1
     assert sent_tasks == [("recordings.verify_episode", (exported.episode.pk,))]
+
+
+def test_a_matching_verification_records_each_objects_md5_and_a_mismatch_clears_them(reg, make_capture, settings):
+    """Beside the SHA-256 it checks, verification keeps what it read of every object (MD5, length, the store's
+    ETag): what lets a release copy an unchanged object without reading it again."""
+    recording = export(reg, accepted(reg, make_capture))
+    shards = storages["shards"]
+    with scope(study=reg.study):
+        episode = recording.episode
+        assert verify_episode(episode).ok
+        episode.refresh_from_db()
+        recorded = episode.stored_checksums
+        assert set(recorded) == {entry["path"] for entry in episode.shard_files} | {RECEIPT}
+        for path, seen in recorded.items():
+            data = shards.open(episode.prefix + path).read()
+            md5 = hashlib.md5(data, usedforsecurity=False).hexdigest()
+            etag = md5 if settings.STORAGE_BACKEND == "s3" else ""  # a single-part object's ETag is its MD5
+            assert seen == {"sha256": hashlib.sha256(data).hexdigest(), "md5": md5, "size": len(data),
+                            "etag": etag}, path
+        replace_object(episode.prefix + "meta/info.json", b"{}")
+        assert not verify_episode(episode).ok
+        episode.refresh_from_db()
+        assert episode.stored_checksums == {}

@@ -218,8 +218,8 @@ def test_a_change_between_signing_and_publishing_fails_the_release_and_removes_w
     """The check runs again under the request's lock just before the request is marked released."""
     sign_once = publish._sign_once
 
-    def sign_then_change(request, *args):
-        signed = sign_once(request, *args)
+    def sign_then_change(request, *args, **kwargs):
+        signed = sign_once(request, *args, **kwargs)
         ReleaseRequest.objects.filter(pk=request.pk).update(purpose="changed after signing")
         return signed
 

@@ -3,6 +3,7 @@ published public key alone; a re-run counts what is in place; a bad shard object
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
@@ -195,3 +196,77 @@ def test_a_shard_object_that_no_longer_matches_fails_the_release_visibly(approve
     assert load(approved).state == State.RELEASED
     with scope(study=team.study):
         assert Release.objects.get(request=approved).objects_found > 0
+
+
+@pytest.fixture
+def copied_by_recorded_md5(settings, monkeypatch):
+    """On the S3 gateway, every shard object with a recorded MD5 copied without a read (the test shards' objects
+    are smaller than ``CERES_S3_VERIFIED_COPY_MIN_BYTES``); the names of the shard objects read, and of those copied by
+    their recorded MD5."""
+    if settings.STORAGE_BACKEND != "s3":
+        pytest.skip("needs the S3 gateway: CERES_STORAGE=s3 and infra/swift/start.sh")
+    settings.CERES_S3_VERIFIED_COPY_MIN_BYTES = 0
+    seen = {"read": [], "verified": []}
+    read, verified = storage._read_source, storage._copy_s3_verified
+
+    def reading(source, name, *args, **kwargs):
+        seen["read"].append(name)
+        return read(source, name, *args, **kwargs)
+
+    def copying(source, name, *args, **kwargs):
+        seen["verified"].append(name)
+        return verified(source, name, *args, **kwargs)
+
+    monkeypatch.setattr(storage, "_read_source", reading)
+    monkeypatch.setattr(storage, "_copy_s3_verified", copying)
+    return seen
+
+
+def shard_objects(request: ReleaseRequest) -> set[str]:
+    with scope(study=request.study):
+        return {item.episode.prefix + entry["path"] for item in request.items.select_related("episode__study")
+                for entry in item.files}
+
+
+@pytest.mark.s3
+def test_a_verified_shard_is_copied_by_the_md5_its_verification_recorded_without_a_read(approved,
+                                                                                        copied_by_recorded_md5):
+    publish_now(approved)
+    assert load(approved).state == State.RELEASED
+    assert set(copied_by_recorded_md5["verified"]) == shard_objects(approved)
+    assert copied_by_recorded_md5["read"] == []
+
+
+@pytest.mark.s3
+def test_a_shard_object_changed_after_its_verification_is_refused_not_copied(approved, team,
+                                                                             copied_by_recorded_md5):
+    """Its ETag is no longer the MD5 recorded when verification read it: the gateway refuses the copy
+    (``x-amz-copy-source-if-match``) and the release fails naming the object, as a mismatch does."""
+    with scope(study=team.study):
+        item = approved.items.order_by("episode_index").first()
+    name = item.episode.prefix + "meta/info.json"
+    held = io.BytesIO()
+    original = storage.checksums(storages["shards"], name, copy_to=held)
+    storage.put(storages["shards"], name, io.BytesIO(held.getvalue().replace(b"v3.0", b"v9.9")))
+
+    publish_now(approved)
+    failed = load(approved)
+    assert failed.state == State.FAILED
+    assert f"{name}: the stored shard does not match its receipt" in failed.reason
+    assert f"not the one verified against its receipt (its ETag is no longer {original['md5']}" in failed.reason
+    assert name in copied_by_recorded_md5["verified"] and name not in copied_by_recorded_md5["read"]
+    assert f"{approved.prefix}{item.folder}/meta/info.json" not in storage.walk(storages["releases"], approved.prefix)
+    assert MANIFEST not in " ".join(storage.walk(storages["releases"], approved.prefix))
+
+
+@pytest.mark.s3
+def test_an_episode_verified_before_md5s_were_recorded_is_released_by_reading_its_shard(approved, team,
+                                                                                         copied_by_recorded_md5):
+    from portal.recordings.models import Episode
+
+    with scope(study=team.study):
+        Episode.objects.filter(pk__in=approved.items.values("episode")).update(stored_checksums={})
+    publish_now(approved)
+    assert load(approved).state == State.RELEASED
+    assert copied_by_recorded_md5["verified"] == []
+    assert set(copied_by_recorded_md5["read"]) == shard_objects(approved)
