@@ -284,7 +284,8 @@ def make_clip(
 
     def render() -> Iterator[np.ndarray]:
         for i in range(length):
-            ox, oy = (origin + pan * i).round().astype(int)
+            # the view turns back at the wall's edges (in a clip short enough not to reach them: a straight pan)
+            ox, oy = _bounce(origin, pan, i, np.zeros(2), 2 * origin).round().astype(int)
             frame = canvas[oy : oy + height, ox : ox + width].copy()
             if patch is not None:
                 fx, fy = (face_start + face_step * i).round().astype(int)

@@ -43,3 +43,10 @@ def test_free_video_refuses_a_length_or_scene_that_cannot_be():
         testset.free_video(1, 0)
     with pytest.raises(ValueError, match="free video"):
         testset.free_video(1, 1, scene_seconds=(5.0, 2.0))
+
+
+def test_a_long_clip_with_a_face_keeps_its_frames_whole():
+    # bench/faces.py times detect_video on a 90-frame clip: its view pans past the wall's margin and turns back
+    clip = testset.make_clip(3, width=160, height=96, length=90, band=(24, 40), source=testset.CAMERAMAN)
+    assert {frame.shape for frame in clip.frames()} == {(96, 160, 3)}
+    assert len(clip.truth) == len(clip.covered) == 90
