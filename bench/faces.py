@@ -1,7 +1,11 @@
 """Face detector benchmark: recall by face size, false boxes in face-free video, detector speed (prints figures).
 
     .venv/bin/python bench/faces.py [--clips 24] [--length 16] [--free-minutes 2] [--free 0]
-                                    [--widths 480 640] [--strides 1 2 3 4 6] [--threshold 0.2] [--fps-frames 90]
+                                    [--widths 480 640] [--strides 1 2 3 4 6] [--threshold T] [--min-peak P]
+                                    [--fps-frames 90]
+
+--threshold and --min-peak default to the detector's own (detector.DEFAULT_THRESHOLD, DEFAULT_MIN_PEAK);
+--min-peak 0 keeps every run, as the detector did before the run filter.
 
 The test set is generated in memory (exporter/faces/testset.py): faces from photographs bundled with
 scikit-image pasted into 1280x720 egocentric frames at sizes 24-300 px, turned, blurred, brightened or
@@ -13,7 +17,8 @@ face-free clips of ``--length`` frames if asked for.
 For each network input width the detector runs once on every frame of the face clips, and on the frames of
 the face-free video that some asked stride analyses; each stride k is then played back as
 exporter.faces.detector.detect_video plays it (detector.replay_stride: the network on frames 0, k, 2k, ...
-and the last; boxes carried between them by detector.fill_between). A face counts as found in a frame when a
+and the last; boxes carried between them by detector.fill_between; runs of boxes whose best score stays below
+``--min-peak`` dropped by detector.strong_runs). A face counts as found in a frame when a
 detected box, grown by a quarter of its size each side as the redaction grows it, covers 90 % of the face's box.
 
 Prints, per width and stride: recall by size band (24-40, 40-80, 80-160, 160-300 px) over every frame that
@@ -103,6 +108,8 @@ def main() -> None:
     parser.add_argument("--widths", type=int, nargs="+", default=[480, 640], help="network input widths")
     parser.add_argument("--strides", type=int, nargs="+", default=[1, 2, 3, 4, 6])
     parser.add_argument("--threshold", type=float, default=detector.DEFAULT_THRESHOLD)
+    parser.add_argument("--min-peak", type=float, default=detector.DEFAULT_MIN_PEAK,
+                        help="best score a run of boxes must reach to be kept (0: keep every run)")
     parser.add_argument("--fps-frames", type=int, default=90, help="frames of the encoded 720p clip timed")
     parser.add_argument("--seed", type=int, default=2400)
     args = parser.parse_args()
@@ -117,7 +124,10 @@ def main() -> None:
     free_minutes = len(free_clips) * args.length / FPS / 60 + (free_video.minutes if free_video else 0.0)
     if free_minutes <= 0:
         parser.error("no face-free video: give --free-minutes or --free")
-    print(f"detector {detector.detector_id()} threshold {args.threshold} on {width}x{height}")
+    print(
+        f"detector {detector.detector_id()}; measured with threshold {args.threshold}, run peak {args.min_peak} "
+        f"on {width}x{height}"
+    )
     print(f"{len(face_clips)} face clips of {args.length} frames")
     print(
         f"face-free: {free_video.minutes if free_video else 0:.2f} min video "
@@ -151,7 +161,7 @@ def main() -> None:
             visible = [0, 0]  # faces >= 40 px on frames where the hand covers less than half of the face
             for clip, results in zip(face_clips, face_results, strict=True):
                 band = ts.band_of(clip.size)
-                played = detector.replay_stride(results, stride, width, height)
+                played = detector.replay_stride(results, stride, width, height, args.min_peak)
                 for truth, covered, (boxes, _s) in zip(clip.truth, clip.covered, played, strict=True):
                     if truth is None:
                         continue
@@ -163,7 +173,7 @@ def main() -> None:
                         visible[0] += hit
             false_boxes = false_count = 0
             for results in free_results:
-                boxes, runs = false_runs(detector.replay_stride(results, stride, width, height))
+                boxes, runs = false_runs(detector.replay_stride(results, stride, width, height, args.min_peak))
                 false_boxes, false_count = false_boxes + boxes, false_count + runs
             big = [found[b] for b in bands if b[0] >= 40]
             big_found, big_total = sum(f for f, _ in big), sum(t for _, t in big)
@@ -182,7 +192,9 @@ def main() -> None:
             for net_width in args.widths:
                 for stride in args.strides:
                     start = time.perf_counter()
-                    result = detector.detect_video(path, threshold=args.threshold, stride=stride, input_width=net_width)
+                    result = detector.detect_video(
+                        path, threshold=args.threshold, stride=stride, input_width=net_width, min_peak=args.min_peak
+                    )
                     seconds = time.perf_counter() - start
                     print(
                         f"detect_video width {net_width} stride {stride}: {result.frame_count} frames of "
