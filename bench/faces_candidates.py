@@ -329,15 +329,13 @@ def causes(face_clips, params: dict, face_res: dict, stride: int) -> None:
         )
 
 
-def encode(path: Path, clips: list[ts.Clip]) -> None:
-    """The clips one after the other in one 720p H.264 file (a generated clip pans off its backdrop after 16
-    frames, so a longer video is made of several)."""
+def encode(path: Path, clip: ts.Clip) -> None:
+    """The clip as a 720p H.264 file."""
     with av.open(str(path), "w") as out:
         stream = out.add_stream("libx264", rate=FPS, options={"preset": "veryfast", "crf": "20"})
-        stream.width, stream.height, stream.pix_fmt = clips[0].width, clips[0].height, "yuv420p"
-        for clip in clips:
-            for image in clip.frames():
-                out.mux(stream.encode(av.VideoFrame.from_ndarray(image, format="rgb24")))
+        stream.width, stream.height, stream.pix_fmt = clip.width, clip.height, "yuv420p"
+        for image in clip.frames():
+            out.mux(stream.encode(av.VideoFrame.from_ndarray(image, format="rgb24")))
         out.mux(stream.encode())
 
 
@@ -385,8 +383,7 @@ def main() -> None:
     parser.add_argument("--clips", type=int, default=24, help="clips with a face (spread over the size bands)")
     parser.add_argument("--free", type=int, default=48, help="face-free clips")
     parser.add_argument("--length", type=int, default=16, help="frames per face clip")
-    parser.add_argument("--free-length", type=int, default=16, help="frames per face-free clip (at most 16: the "
-                        "generated camera pans off its backdrop after that)")
+    parser.add_argument("--free-length", type=int, default=16, help="frames per face-free clip")
     parser.add_argument("--widths", type=int, nargs="+", default=[640, 960, 1280])
     parser.add_argument("--wide-every", type=int, default=4, help="inputs wider than 640 run on every n-th frame "
                         "(and the last) only: schemes that need other frames at that width are left out")
@@ -395,8 +392,6 @@ def main() -> None:
     parser.add_argument("--fps-frames", type=int, default=96, help="frames of the encoded 720p clip timed")
     parser.add_argument("--fps-rounds", type=int, default=2, help="timings of each detect_video configuration")
     args = parser.parse_args()
-    if max(args.length, args.free_length) > 16:
-        parser.error("clips of more than 16 frames pan off the generated backdrop")
 
     face_clips, free_clips, params = build(args)
     print(f"detector {detector.detector_id()} on 1280x720")
@@ -425,8 +420,7 @@ def main() -> None:
     with path_ctx as tmp:
         path = Path(tmp) / "clip.mp4"
         if args.fps_frames:
-            count = -(-args.fps_frames // 16)
-            encode(path, [ts.make_clip(args.seed + 20_000 + i, length=16, band=(40, 160)) for i in range(count)])
+            encode(path, ts.make_clip(args.seed + 20_000, length=args.fps_frames, band=(40, 160)))
             decode_unit = {w: decode_seconds(path, w) for w in net_unit}
 
         bands = ts.SIZE_BANDS
