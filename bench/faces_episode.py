@@ -80,6 +80,7 @@ def main() -> None:
         rate = float(container.streams.video[0].average_rate)
     print(f"detector {detector.detector_id()}: input width {detector.DEFAULT_INPUT_WIDTH}, "
           f"stride {detector.DEFAULT_STRIDE}, threshold {detector.DEFAULT_THRESHOLD}, "
+          f"run peak {detector.DEFAULT_MIN_PEAK}, "
           f"{detector.INTRA_OP_THREADS} onnxruntime threads")
     start = time.perf_counter()
     detector._session()  # a worker loads and checks the weights once; not part of an episode's time
