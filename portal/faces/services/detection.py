@@ -28,7 +28,7 @@ HEARTBEAT_SECONDS = 5.0
 
 
 def current_detector_id() -> str:
-    """The detector whose detections the gate asks for (its name, version and weights digest)."""
+    """The detector whose detections the gate asks for (its name, version, weights digest and settings)."""
     return detector.detector_id()
 
 

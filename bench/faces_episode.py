@@ -1,0 +1,128 @@
+"""Face detection and redaction of one generated 720p episode, timed (prints figures; not a test).
+
+    .venv/bin/python bench/faces_episode.py [--seconds 20] [--work DIR] [--detect-only]
+
+Generates an aligned 30 Hz 1280x720 capture whose camera shows a bystander's face over the middle half of the
+recording (exporter.generate.generate_capture with ``bystander=True``, as ``python -m exporter generate
+--bystander`` makes it) and exports it as an episode shard, both reused from ``--work`` when an earlier run
+left them there. Generating and exporting run in a child process, so that this process's peak RSS is that of
+what is timed. The detector's weights are loaded once before the timing starts (a worker keeps its session).
+Then, as the portal's jobs do, with the detector's defaults:
+
+- ``detect_video`` on the shard's video: wall time, frames per second, the ratio to real time at the video's
+  own frame rate, the process's peak RSS after it; and how many of the frames that show the face have a box
+  covering it (generate.bystander_box; a box grown by the redaction's margin covering 90 % of the face, as
+  bench/faces.py counts), and how many boxes fall on frames without the face;
+- unless ``--detect-only``, ``redact_shard`` filling every detected box into a derived shard: wall time, the
+  ratio to real time, the GOPs re-encoded, the peak RSS after it; and the two together.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import resource
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import av
+
+from exporter.faces import detector
+from exporter.faces.testset import covers
+from exporter.generate import bystander_box, generate_capture
+from exporter.redact import redact_shard
+from exporter.shard import export_shard
+
+WIDTH, HEIGHT = 1280, 720
+
+
+def prepare(capture: Path, shards: Path, seconds: float) -> None:
+    """The capture with a bystander and its exported shard (each made only when missing)."""
+    if not capture.exists():
+        generate_capture(capture, seconds=seconds, retries=0, width=WIDTH, height=HEIGHT, bystander=True)
+    if not (shards / "episode-000000").exists():
+        export_shard(capture, shards)
+
+
+def peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument("--work", type=Path, help="folder kept between runs (default: a temporary one)")
+    parser.add_argument("--detect-only", action="store_true", help="time the detection alone")
+    args = parser.parse_args()
+    work = args.work or Path(tempfile.mkdtemp(prefix="bench-faces-episode-"))
+    work.mkdir(parents=True, exist_ok=True)
+    name = f"{args.seconds:g}s-{WIDTH}x{HEIGHT}-bystander"
+    capture, shards = work / f"capture-{name}", work / f"shards-{name}"
+    start = time.perf_counter()
+    child = multiprocessing.get_context("spawn").Process(target=prepare, args=(capture, shards, args.seconds))
+    child.start()
+    child.join()
+    if child.exitcode != 0:
+        sys.exit(f"faces_episode: generating or exporting the episode failed (exit code {child.exitcode})")
+    ready = time.perf_counter() - start
+    print(f"episode {name}: ready in {ready:.1f} s (generated and exported, or reused, in a child process)")
+    shard = shards / "episode-000000"
+    videos = sorted(shard.rglob("*.mp4"))
+    if len(videos) != 1:
+        sys.exit(f"faces_episode: expected one MP4 in {shard}, found {len(videos)}")
+    with av.open(str(videos[0])) as container:
+        rate = float(container.streams.video[0].average_rate)
+    print(f"detector {detector.detector_id()}: input width {detector.DEFAULT_INPUT_WIDTH}, "
+          f"stride {detector.DEFAULT_STRIDE}, threshold {detector.DEFAULT_THRESHOLD}, "
+          f"run peak {detector.DEFAULT_MIN_PEAK}, "
+          f"{detector.INTRA_OP_THREADS} onnxruntime threads")
+    start = time.perf_counter()
+    detector._session()  # a worker loads and checks the weights once; not part of an episode's time
+    print(f"weights read, checked and the session built in {time.perf_counter() - start:.2f} s (not counted below)")
+    print(f"load before: {os.getloadavg()}")
+
+    start = time.perf_counter()
+    found = detector.detect_video(videos[0])
+    detect_s = time.perf_counter() - start
+    frames = found.frame_count
+    duration = frames / rate
+    print(f"detect_video: {frames} frames of {found.width}x{found.height} at {rate:g} fps ({duration:.1f} s) "
+          f"in {detect_s:.2f} s = {frames / detect_s:.1f} fps = {duration / detect_s:.2f}x real time; "
+          f"peak RSS {peak_mb():.0f} MB")
+    by_frame = found.by_frame()
+    shown = covered = stray = 0
+    for index in range(frames):
+        truth = bystander_box(index, found.width, found.height, frames)
+        boxes = by_frame.get(index, [])
+        if truth is None:
+            stray += len(boxes)
+            continue
+        shown += 1
+        covered += any(covers(box, truth) for box in boxes)
+    print(f"  {len(found.frames)} boxes on {len(by_frame)} frames; the face shows on {shown} frames, covered on "
+          f"{covered} ({covered / max(1, shown):.1%}); boxes on frames without the face: {stray}")
+
+    if not args.detect_only:
+        dest = work / f"redacted-{name}"
+        shutil.rmtree(dest, ignore_errors=True)
+        start = time.perf_counter()
+        result = redact_shard(shard, dest, by_frame, record={"bench": "faces_episode"})
+        redact_s = time.perf_counter() - start
+        print(f"redact_shard: {result.method}, {result.gops_reencoded} of {result.gops} GOPs re-encoded "
+              f"({result.frames_reencoded} frames), {result.gops_copied} copied, in {redact_s:.2f} s = "
+              f"{duration / redact_s:.2f}x real time; peak RSS {peak_mb():.0f} MB")
+        total = detect_s + redact_s
+        print(f"detection + redaction: {total:.2f} s for {duration:.1f} s of video = {duration / total:.2f}x real time")
+    print(f"load after: {os.getloadavg()}")
+    if args.work is None:
+        shutil.rmtree(work)
+
+
+if __name__ == "__main__":
+    main()
