@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import hashlib
+import hmac
 import io
 import mimetypes
 import os
@@ -26,6 +27,7 @@ from django.conf import settings
 from django.core.files import File
 from django.core.files.storage import Storage, storages
 from django.db import InterfaceError, OperationalError
+from django.utils.crypto import salted_hmac
 
 from exporter.receipt import bytes_digest, stream_digest
 
@@ -396,11 +398,31 @@ def _copy_s3(source, source_name, target, name, sha256, size, *, maybe_present, 
     return False
 
 
-def verified_copy(seen: dict | None, sha256: str, size: int) -> str | None:
-    """The MD5 a release may copy an object by without reading it (``copy``'s ``verified_md5``): the one the
-    verification job recorded (``checksums``) when the bytes it read were these (``sha256``, ``size``: the frozen
-    receipt's) and the store's ETag was their MD5 (a single-part object); None otherwise."""
+SEAL_SALT = "ceres.storage.verified-checksums"
+
+
+def _seal(name: str, seen: dict) -> str:
+    message = "\n".join(str(part) for part in (name, seen.get("sha256"), seen.get("md5"), seen.get("size"),
+                                               seen.get("etag")))
+    return salted_hmac(SEAL_SALT, message, algorithm="sha256").hexdigest()
+
+
+def seal(name: str, seen: dict) -> dict:
+    """What ``checksums`` read of the object ``name``, with its seal: an HMAC under the portal's secret key (never
+    in the database) of the name and of what was read. The verification job keeps it so; a release trusts a recorded
+    MD5 only under a seal that matches (``verified_copy``), so that someone who can write the database cannot make
+    a release copy, unread, an object whose MD5 the verification job never took."""
+    return {**seen, "seal": _seal(name, seen)}
+
+
+def verified_copy(seen: dict | None, sha256: str, size: int, *, name: str) -> str | None:
+    """The MD5 a release may copy the object ``name`` by without reading it (``copy``'s ``verified_md5``): the one
+    the verification job recorded (``checksums``, ``seal``) when the bytes it read were these (``sha256``,
+    ``size``: the frozen receipt's) and the store's ETag was their MD5 (a single-part object), under a seal that
+    matches; None otherwise (the object is then read and checked)."""
     if not seen or seen.get("sha256") != sha256 or seen.get("size") != size:
+        return None
+    if not hmac.compare_digest(str(seen.get("seal", "")), _seal(name, seen)):
         return None
     md5, etag = str(seen.get("md5", "")).lower(), _etag(str(seen.get("etag", "")))
     return md5 if re.fullmatch(r"[0-9a-f]{32}", md5) and etag == md5 else None

@@ -22,14 +22,15 @@ from portal.recordings.signals import episode_verified
 def _problems(episode: Episode) -> tuple[list[str], dict[str, dict]]:
     """The stored shard against its receipt (``exporter.receipt``'s rules), each object streamed from storage,
     and the stored receipt against the digest recorded at export; with what each object's read saw
-    (``storage.checksums``: SHA-256, MD5, length, the store's ETag), by its path in the shard."""
+    (``storage.checksums``: SHA-256, MD5, length, the store's ETag; sealed, ``storage.seal``), by its path in
+    the shard."""
     shards = storage.shards()
     problems = []
     receipt_name = episode.prefix + RECEIPT
     receipt_sha, artefacts, seen = None, {}, {}
     try:
         held = io.BytesIO()
-        seen[RECEIPT] = storage.checksums(shards, receipt_name, copy_to=held)
+        seen[RECEIPT] = storage.seal(receipt_name, storage.checksums(shards, receipt_name, copy_to=held))
         receipt_sha = seen[RECEIPT]["sha256"]
         artefacts = read_artefacts(held.getvalue())
     except FileNotFoundError:
@@ -41,7 +42,7 @@ def _problems(episode: Episode) -> tuple[list[str], dict[str, dict]]:
     present = {name[len(episode.prefix):] for name in storage.walk(shards, episode.prefix)} - {RECEIPT}
     problems += listing_problems(artefacts, present, noun="object")
     for name in sorted(artefacts.keys() & present):
-        seen[name] = storage.checksums(shards, episode.prefix + name)
+        seen[name] = storage.seal(episode.prefix + name, storage.checksums(shards, episode.prefix + name))
     digests = {name: (found["sha256"], found["size"]) for name, found in seen.items() if name != RECEIPT}
     return problems + digest_problems(artefacts, digests), seen
 

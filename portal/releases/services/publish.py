@@ -156,7 +156,8 @@ def _publish(release: ReleaseRequest) -> None:
                # The MD5 the verification job took of this shard object's bytes as it checked them against this
                # receipt: with it the object is copied without a read (a derived shard has none).
                None if item.pk in derived else storage.verified_copy(
-                   (item.episode.stored_checksums or {}).get(entry["path"]), entry["sha256"], entry["bytes"]))
+                   (item.episode.stored_checksums or {}).get(entry["path"]), entry["sha256"], entry["bytes"],
+                   name=item.episode.prefix + entry["path"]))
               for item in items for entry in (derived[item.pk]["files"] if item.pk in derived else item.files)]
     _refuse_originals(release, items, derived, copies)
     expected = {name for _, name, _, _ in copies}

@@ -249,17 +249,35 @@ def seen_of(data: bytes, etag: str | None = None) -> dict:
 
 
 def test_a_recorded_md5_stands_for_the_bytes_only_when_it_was_taken_of_the_receipts_bytes_in_one_part():
-    data = b"verified bytes" * 100
-    assert storage.verified_copy(seen_of(data), *digest_of(data)) == md5(data).hexdigest()
-    assert storage.verified_copy(seen_of(data, etag=f'"{md5(data).hexdigest().upper()}"'), *digest_of(data)) \
-        == md5(data).hexdigest()
+    data, name = b"verified bytes" * 100, "s/object"
+
+    def sealed(seen: dict) -> dict:
+        return storage.seal(name, seen)
+
+    assert storage.verified_copy(sealed(seen_of(data)), *digest_of(data), name=name) == md5(data).hexdigest()
+    assert storage.verified_copy(sealed(seen_of(data, etag=f'"{md5(data).hexdigest().upper()}"')), *digest_of(data),
+                                 name=name) == md5(data).hexdigest()
     # Episodes verified before MD5s were recorded, another receipt's bytes, a source stored in parts.
-    assert storage.verified_copy(None, *digest_of(data)) is None
-    assert storage.verified_copy({}, *digest_of(data)) is None
-    assert storage.verified_copy(seen_of(data), *digest_of(b"other bytes")) is None
-    assert storage.verified_copy(seen_of(data), hashlib.sha256(data).hexdigest(), len(data) + 1) is None
-    assert storage.verified_copy(seen_of(data, etag=f"{md5(data).hexdigest()}-2"), *digest_of(data)) is None
-    assert storage.verified_copy(seen_of(data, etag=""), *digest_of(data)) is None  # local folders: no ETag
+    assert storage.verified_copy(None, *digest_of(data), name=name) is None
+    assert storage.verified_copy({}, *digest_of(data), name=name) is None
+    assert storage.verified_copy(sealed(seen_of(data)), *digest_of(b"other bytes"), name=name) is None
+    assert storage.verified_copy(sealed(seen_of(data)), hashlib.sha256(data).hexdigest(), len(data) + 1,
+                                 name=name) is None
+    assert storage.verified_copy(sealed(seen_of(data, etag=f"{md5(data).hexdigest()}-2")), *digest_of(data),
+                                 name=name) is None
+    assert storage.verified_copy(sealed(seen_of(data, etag="")), *digest_of(data), name=name) is None  # no ETag
+
+
+def test_a_recorded_md5_without_its_seal_is_not_trusted():
+    """Someone who can write the database but holds no secret key: an MD5 they wrote (of other bytes they stored
+    under the name, say), a seal taken from another object, or none, makes the release read the object."""
+    data, other, name = b"verified bytes" * 100, b"bytes stored later" * 100, "s/object"
+    forged = {**seen_of(other), "sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+    assert storage.verified_copy(forged, *digest_of(data), name=name) is None
+    assert storage.verified_copy({**forged, "seal": storage.seal(name, seen_of(data))["seal"]}, *digest_of(data),
+                                 name=name) is None
+    assert storage.verified_copy(storage.seal("s/another", seen_of(data)), *digest_of(data), name=name) is None
+    assert storage.verified_copy(seen_of(data), *digest_of(data), name=name) is None  # no seal at all
 
 
 def test_checksums_reads_an_object_once_and_keeps_its_bytes_when_asked(local):
@@ -284,7 +302,8 @@ def test_s3_copies_a_verified_object_without_reading_it_and_checks_the_copys_eta
     shards.bucket.meta.client.put_object(Bucket=shards.bucket_name, Key=prefix + "object", Body=data)
     seen = storage.checksums(shards, prefix + "object")
     assert seen == seen_of(data)
-    verified = storage.verified_copy(seen, *digest_of(data))
+    verified = storage.verified_copy(storage.seal(prefix + "object", seen), *digest_of(data), name=prefix + "object")
+    assert verified == md5(data).hexdigest()
     with monkeypatch.context() as patched:
         no_read_back(patched)
         patched.setattr(storage, "_read_source", lambda *args, **kwargs: pytest.fail("the source was read"))
@@ -300,7 +319,9 @@ def test_s3_object_changed_since_verification_is_refused_and_not_copied(s3, monk
     shards, releases, prefix = s3
     data = os.urandom(1_500_000)
     storage.put(shards, prefix + "object", ContentFile(data))
-    verified = storage.verified_copy(storage.checksums(shards, prefix + "object"), *digest_of(data))
+    verified = storage.verified_copy(storage.seal(prefix + "object", storage.checksums(shards, prefix + "object")),
+                                     *digest_of(data), name=prefix + "object")
+    assert verified == md5(data).hexdigest()
     storage.put(shards, prefix + "object", ContentFile(os.urandom(1_500_000)))  # after verification
     with monkeypatch.context() as patched:
         patched.setattr(storage, "_read_source", lambda *args, **kwargs: pytest.fail("the source was read"))

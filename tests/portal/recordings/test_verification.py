@@ -12,6 +12,7 @@ from django.core.files.storage import storages
 from django_scopes import scope
 
 from exporter.receipt import RECEIPT
+from portal.core import storage
 from portal.fixity.models import Alert
 from portal.recordings.models import Episode
 from portal.recordings.services.export import allocate_episode
@@ -115,8 +116,8 @@ def test_a_matching_verification_records_each_objects_md5_and_a_mismatch_clears_
             data = shards.open(episode.prefix + path).read()
             md5 = hashlib.md5(data, usedforsecurity=False).hexdigest()
             etag = md5 if settings.STORAGE_BACKEND == "s3" else ""  # a single-part object's ETag is its MD5
-            assert seen == {"sha256": hashlib.sha256(data).hexdigest(), "md5": md5, "size": len(data),
-                            "etag": etag}, path
+            assert seen == storage.seal(episode.prefix + path, {"sha256": hashlib.sha256(data).hexdigest(),
+                                                                 "md5": md5, "size": len(data), "etag": etag}), path
         replace_object(episode.prefix + "meta/info.json", b"{}")
         assert not verify_episode(episode).ok
         episode.refresh_from_db()

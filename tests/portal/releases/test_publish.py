@@ -260,6 +260,37 @@ def test_a_shard_object_changed_after_its_verification_is_refused_not_copied(app
 
 
 @pytest.mark.s3
+def test_an_md5_written_into_the_database_does_not_let_a_replaced_object_through(approved, team,
+                                                                                 copied_by_recorded_md5):
+    """Someone who can write both the shards storage and the database replaces a shard object after its
+    verification and records the new bytes' MD5 and ETag under the receipt's SHA-256: without the verification
+    job's seal (an HMAC under the portal's secret key) the release does not trust them, reads the object and
+    refuses it as not matching its receipt."""
+    from portal.recordings.models import Episode
+
+    with scope(study=team.study):
+        item = approved.items.order_by("episode_index").select_related("episode").first()
+    path = "meta/info.json"
+    name = item.episode.prefix + path
+    held = io.BytesIO()
+    storage.checksums(storages["shards"], name, copy_to=held)
+    storage.put(storages["shards"], name, io.BytesIO(held.getvalue().replace(b"v3.0", b"v9.9")))
+    replaced = storage.checksums(storages["shards"], name)
+    recorded = dict(item.episode.stored_checksums)
+    recorded[path] = {**replaced, "sha256": recorded[path]["sha256"], "size": recorded[path]["size"],
+                      "seal": recorded[path]["seal"]}  # the old seal kept: it was made for other bytes
+    with scope(study=team.study):
+        Episode.objects.filter(pk=item.episode.pk).update(stored_checksums=recorded)
+
+    publish_now(approved)
+    failed = load(approved)
+    assert failed.state == State.FAILED
+    assert f"{name}: the stored shard does not match its receipt" in failed.reason
+    assert name in copied_by_recorded_md5["read"] and name not in copied_by_recorded_md5["verified"]
+    assert f"{approved.prefix}{item.folder}/{path}" not in storage.walk(storages["releases"], approved.prefix)
+
+
+@pytest.mark.s3
 def test_an_episode_verified_before_md5s_were_recorded_is_released_by_reading_its_shard(approved, team,
                                                                                          copied_by_recorded_md5):
     from portal.recordings.models import Episode
