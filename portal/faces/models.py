@@ -30,7 +30,7 @@ class FaceDetection(LeasedJob):
 
     study = models.ForeignKey(Study, on_delete=models.PROTECT, related_name="+")
     episode = models.ForeignKey(Episode, on_delete=models.PROTECT, related_name="face_detections")
-    detector_id = models.CharField(max_length=100, help_text="Detector name, version and weights digest.")
+    detector_id = models.CharField(max_length=100, help_text="Detector name, version, weights digest and settings tag.")
     state = models.CharField(max_length=8, choices=State.choices, default=State.QUEUED)
     reason = models.TextField(blank=True, help_text="Why the detection failed.")
     progress = models.PositiveSmallIntegerField(default=0)
