@@ -249,7 +249,7 @@ def _refuse_originals(release: ReleaseRequest, items, derived: dict, copies) -> 
     if not redacted.applies(release):
         return
     originals = set().union(*(redacted.original_videos(item, derived[item.pk]) for item in items if item.pk in derived))
-    for _, name, entry in copies:
+    for _, name, entry, _verified_md5 in copies:
         if entry["sha256"] in originals:
             raise ObjectMismatch(f"{name}: an original video with bystanders' faces; the redact policy publishes "
                                  f"only the redacted video")
