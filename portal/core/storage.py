@@ -371,15 +371,8 @@ def _copy_s3(source, source_name, target, name, sha256, size, *, maybe_present, 
     multipart = not inline and size > 0 and (size > part_bytes or "-" in etag)
     expected = _multipart_etag(parts) if multipart else parts[0].hex()
     client = target.bucket.meta.client
-    if maybe_present:
-        try:
-            head = client.head_object(Bucket=target.bucket_name, Key=name)
-        except ClientError as exc:
-            if exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") != 404:
-                raise
-        else:
-            if head["ContentLength"] == size and _etag(head["ETag"]) == expected:
-                return True
+    if maybe_present and _in_place(client, target.bucket_name, name, size, expected):
+        return True
     copied_from = {"Bucket": source.bucket_name, "Key": source_name}
     try:
         if inline:
@@ -396,6 +389,17 @@ def _copy_s3(source, source_name, target, name, sha256, size, *, maybe_present, 
         target.delete(name)
         raise ObjectMismatch(f"{name}: the copy does not match its receipt (ETag {placed}, not {expected})")
     return False
+
+
+def _in_place(client, bucket: str, name: str, size: int, etag: str) -> bool:
+    """Whether ``name`` is stored already with this length and ETag (a ``HEAD``; absent is False)."""
+    try:
+        head = client.head_object(Bucket=bucket, Key=name)
+    except ClientError as exc:
+        if exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") != 404:
+            raise
+        return False
+    return head["ContentLength"] == size and _etag(head["ETag"]) == etag
 
 
 SEAL_SALT = "ceres.storage.verified-checksums"
@@ -431,15 +435,8 @@ def verified_copy(seen: dict | None, sha256: str, size: int, *, name: str) -> st
 def _copy_s3_verified(source, source_name, target, name, size, md5, *, maybe_present) -> bool:
     """``copy`` of a source whose bytes the verification job checked and MD5-summed: no read of the source."""
     client = target.bucket.meta.client
-    if maybe_present:
-        try:
-            head = client.head_object(Bucket=target.bucket_name, Key=name)
-        except ClientError as exc:
-            if exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") != 404:
-                raise
-        else:
-            if head["ContentLength"] == size and _etag(head["ETag"]) == md5:
-                return True
+    if maybe_present and _in_place(client, target.bucket_name, name, size, md5):
+        return True
     try:
         placed = copy_object(client, {"Bucket": source.bucket_name, "Key": source_name}, md5, target.bucket_name,
                              name)
