@@ -134,7 +134,6 @@ class _Pass:
             self.prefixes.setdefault(unit.storage, []).append(unit.prefix)
         for names in self.prefixes.values():
             names.sort()
-        self.unit_prefixes = {name: set(prefixes) for name, prefixes in self.prefixes.items()}
         self.tallies: dict[int | None, _Tally] = {}
         self.heartbeat = leases.Heartbeat(run, every=HEARTBEAT_SECONDS)
 
@@ -161,8 +160,12 @@ class _Pass:
     # -- walking
 
     @staticmethod
-    def walk(store: Storage, prefix: str, skip: set[str]) -> Iterator[str]:
-        """Every object under ``prefix``, not descending into the folders in ``skip``."""
+    def walk(store: Storage, prefix: str, skip: list[str]) -> Iterator[str]:
+        """Every object under ``prefix``, not descending into the folders in ``skip`` (sorted). A folder with none of
+        them inside is listed in one go (on S3 one paginated listing, not one request per folder below it)."""
+        if not _holds(skip, prefix):
+            yield from storage.walk(store, prefix)
+            return
         try:
             folders, files = store.listdir(prefix.rstrip("/"))
         except FileNotFoundError:
@@ -171,7 +174,8 @@ class _Pass:
             yield prefix + name
         for folder in sorted(folders):
             below = f"{prefix}{folder}/"
-            if below not in skip:
+            index = bisect.bisect_left(skip, below)
+            if index == len(skip) or skip[index] != below:
                 yield from _Pass.walk(store, below, skip)
 
     # -- units
@@ -179,7 +183,7 @@ class _Pass:
     def check_unit(self, unit: registry.Combined) -> None:
         store = storages[unit.storage]
         nested = self.nested(unit.storage, unit.prefix)
-        present = set(self.walk(store, unit.prefix, set(nested)))
+        present = set(self.walk(store, unit.prefix, nested))
         tally = self.tally(unit.study_id)
         tally.objects_listed += len(present)
         self.run.units_checked += 1
@@ -260,7 +264,7 @@ class _Pass:
     def check_study_folder(self, store: Storage, storage_name: str, prefix: str, study: Study | None) -> None:
         """Everything under a study's folder that lies outside every unit is an orphan."""
         study_id = study.pk if study is not None else None
-        skip = self.unit_prefixes.get(storage_name, set())
+        skip = self.prefixes.get(storage_name, [])
         why = (f"no record of study {study.code} accounts for it" if study is not None else
                f"no study has the code {prefix.rstrip('/').rsplit('/', 1)[-1]!r}; no record accounts for it")
         for name in self.walk(store, prefix, skip):
@@ -273,6 +277,12 @@ class _Pass:
             if self.mine(key):
                 self.check_unit(self.units[key])
         self.check_roots()
+
+
+def _holds(skip: list[str], prefix: str) -> bool:
+    """Whether a folder of the sorted ``skip`` lies inside ``prefix`` (or is it)."""
+    index = bisect.bisect_left(skip, prefix)
+    return index < len(skip) and skip[index].startswith(prefix)
 
 
 def _finish(actor, work: _Pass) -> FixityRun:

@@ -29,6 +29,7 @@ from portal.fixity.services import runs
 from portal.releases.models import ReleaseRequest
 from portal.releases.services import publish, redacted
 from portal.releases.services.approval import approve
+from tests.portal.fixity.conftest import local_folders  # noqa: F401 (a fixture: storages of the test's own)
 from tests.portal.research import conftest as research
 from tests.portal.research.lerobot_kept import keep_for_lerobot
 
@@ -233,10 +234,11 @@ def test_fixity_passes_on_a_redact_release_and_fails_when_a_derived_object_is_al
     assert problems(runs.run_fixity("test", full=True, studies=[reg.study])) == [name]
 
 
+@pytest.mark.usefixtures("local_folders")  # a whole-store run: on storages of the test's own
 def test_the_shards_storage_accounts_for_the_derived_shards(reg, boxed):
     with scope(study=reg.study):
         prefix = redacted.derived_prefix(boxed, boxed.items.get())
-    with scopes_disabled():  # a whole-store pass (on S3 the bucket also holds other tests' objects)
+    with scopes_disabled():  # a whole-store pass
         run = runs.run_fixity("test", full=True)
         assert not run.problems.filter(object_name__startswith=f"{redacted.PREFIX}{boxed.uid}/").exists()
     shards = storage.shards()
@@ -351,11 +353,12 @@ def test_a_rerun_reuses_a_whole_derived_shard_and_remakes_one_left_half_stored(r
                                                                   if f["path"] == video)
 
 
+@pytest.mark.usefixtures("local_folders")  # a whole-store run: on storages of the test's own
 def test_fixity_accounts_for_the_stored_detections(reg, boxed):
     with scope(study=reg.study):
         job = FaceDetection.objects.get(episode=boxed.items.get().episode)
     folder = job.key.rsplit("/", 1)[0] + "/"
-    with scopes_disabled():  # a whole-store pass (on S3 the bucket also holds other tests' objects)
+    with scopes_disabled():  # a whole-store pass
         run = runs.run_fixity("test", full=True)
         assert not run.problems.filter(object_name__startswith=folder).exists()
     storage.put(storage.shards(), folder + "planted.parquet", BytesIO(b"x"))
