@@ -138,19 +138,25 @@ def run_detection(detection_id: int) -> FaceDetection | None:
     except (SourceError, ValueError, storage.ObjectMismatch) as exc:
         fail(detection, f"detection failed: {exc}")
         return detection
-    frames = {int(frame) for frame in found.frames}
     with transaction.atomic():
-        detection = leases.lock(FaceDetection, pk=detection.pk)
-        detection.state, detection.progress, detection.progress_note = State.DONE, 100, "done"
-        detection.lease_until, detection.finished_at = None, timezone.now()
-        detection.threshold, detection.key, detection.sha256, detection.bytes = found.threshold, key, sha256, len(data)
-        detection.frame_count, detection.frames_with_faces = found.frame_count, len(frames)
-        detection.box_count = len(found.frames)
-        detection.save()
-        record(None, "faces.detected", episode, after={
-            "episode": episode.folder, "detector_id": detection.detector_id, "threshold": found.threshold,
-            "key": key, "sha256": sha256, "frames": found.frame_count, "frames_with_faces": len(frames),
-            "boxes": len(found.frames)})
+        return mark_done(leases.lock(FaceDetection, pk=detection.pk), found, key, sha256, len(data))
+
+
+def mark_done(detection: FaceDetection, found, key: str, sha256: str, size: int) -> FaceDetection:
+    """The job is done: its detections (``found``) are stored under ``key`` with this digest and size. Recorded
+    in the audit log with the object and its digest, which a redact release reads back (``review.audit_mismatches``):
+    detections swapped in the database alone stop it. Call inside a transaction holding the job's row."""
+    frames = {int(frame) for frame in found.frames}
+    detection.state, detection.progress, detection.progress_note = State.DONE, 100, "done"
+    detection.lease_until, detection.finished_at = None, timezone.now()
+    detection.threshold, detection.key, detection.sha256, detection.bytes = found.threshold, key, sha256, size
+    detection.frame_count, detection.frames_with_faces = found.frame_count, len(frames)
+    detection.box_count = len(found.frames)
+    detection.save()
+    record(None, "faces.detected", detection.episode, after={
+        "episode": detection.episode.folder, "detector_id": detection.detector_id, "threshold": found.threshold,
+        "key": key, "sha256": sha256, "frames": found.frame_count, "frames_with_faces": len(frames),
+        "boxes": len(found.frames)})
     return detection
 
 

@@ -17,6 +17,7 @@ from django.utils import timezone
 from exporter.faces.detections import Box, Detections, read_detections
 from portal.access.models import Role
 from portal.access.permissions import has_role
+from portal.audit.models import AuditEvent
 from portal.audit.services import record
 from portal.core import storage
 from portal.faces.exceptions import FacesError, FacesRefused
@@ -232,6 +233,78 @@ def reviewed(episode: Episode, detector_id: str) -> FaceReview | None:
         return None
     changed = last_change(episode, detector_id)
     return review if changed is None or changed <= review.reviewed_at else None
+
+
+# The events the faces services write with each row a redaction depends on, read back by ``audit_mismatches``.
+AUDITED = ("faces.detected", "faces.box_added", "faces.box_span_removed", "faces.detection_removed", "faces.reviewed")
+
+
+def _keyframes(value) -> list[tuple]:
+    return [(int(key[0]), *(round(float(v), 3) for v in key[1:])) for key in value or []]
+
+
+def audit_mismatches(episode: Episode) -> list[str]:
+    """Why the boxes a redaction of ``episode`` would fill now, and the review that stands for them, are not what
+    the audit log recorded as they were made (empty when they are).
+
+    The current detector's stored detections (object and digest), the added boxes still standing (and their
+    keyframes), the detections removed and the standing review are each rebuilt from the events the services
+    wrote in the same transaction as the rows (``AUDITED``). A row deleted, added or changed by someone who can
+    write to the database, without its event, shows here: a box an officer added and a writer deleted would
+    otherwise leave that face unfilled in a signed release. (Events forged as well are for ``audit_verify`` and the
+    signed checkpoints, as for the release's approvals.)"""
+    detector_id = current_detector_id()
+    detected, spans, removals, changed, review = None, {}, set(), 0, None
+    for seq, action, actor_id, after in AuditEvent.objects.filter(
+            target_type=f"{Episode._meta.app_label}.{Episode._meta.model_name}", target_id=str(episode.pk),
+            action__in=AUDITED).order_by("seq").values_list("seq", "action", "actor_id", "after"):
+        after = after if isinstance(after, dict) else {}
+        if action == "faces.box_added":
+            spans[after.get("span")], changed = _keyframes(after.get("keyframes")), seq
+        elif action == "faces.box_span_removed":
+            spans.pop(after.get("span"), None)
+            changed = seq
+        elif after.get("detector_id") != detector_id:
+            continue
+        elif action == "faces.detected":
+            detected = (after.get("key"), after.get("sha256"))
+        elif action == "faces.detection_removed":
+            removals.add((after.get("frame"), after.get("index")))
+            changed = seq
+        elif action == "faces.reviewed":
+            review = (seq, actor_id)
+    problems = []
+    detection = current_detection(episode, detector_id)
+    if detection is not None and detection.state == FaceDetection.State.DONE \
+            and (detection.key, detection.sha256) != detected:
+        problems.append(f"{episode.folder}: the stored detections of {detector_id} ({detection.key}, SHA-256 "
+                        f"{detection.sha256}) are not the ones the audit log recorded when they were stored ("
+                        f"{'none' if detected is None else f'{detected[0]}, SHA-256 {detected[1]}'})")
+    rows = {span.pk: _keyframes(span.keyframes) for span in FaceSpan.objects.filter(episode=episode,
+                                                                                     removed_at__isnull=True)}
+    for pk in sorted(spans.keys() - rows.keys(), key=str):
+        problems.append(f"{episode.folder}: the box added over a face as number {pk} (frames {spans[pk][0][0]} to "
+                        f"{spans[pk][-1][0]}) stands in the audit log but not in the database")
+    for pk in sorted(rows.keys() - spans.keys()):
+        problems.append(f"{episode.folder}: the added box {pk} is in the database but the audit log records no "
+                        f"such box standing")
+    for pk in sorted(rows.keys() & spans.keys(), key=str):
+        if rows[pk] != spans[pk]:
+            problems.append(f"{episode.folder}: the added box {pk}'s keyframes are not the ones the audit log "
+                            f"recorded")
+    kept = set(FaceRemoval.objects.filter(episode=episode, detector_id=detector_id).values_list("frame", "index"))
+    for frame, index in sorted(kept - removals):
+        problems.append(f"{episode.folder}: detection {index} of frame {frame} is removed in the database but the "
+                        f"audit log records no officer removing it")
+    for frame, index in sorted(removals - kept, key=str):
+        problems.append(f"{episode.folder}: detection {index} of frame {frame} was removed by an officer (audit "
+                        f"log) but the database no longer says so")
+    standing = reviewed(episode, detector_id)
+    if standing is not None and (review is None or review[0] < changed or review[1] != standing.reviewed_by_id):
+        problems.append(f"{episode.folder}: the database has its faces reviewed by {standing.reviewed_by} for "
+                        f"{detector_id}, but the audit log records no such review after the last change to its "
+                        f"boxes")
+    return problems
 
 
 def episode_faces(episode: Episode, *, detections: bool = True) -> dict:

@@ -111,8 +111,9 @@ class NotApproved(Exception):
 def _require_approved(release: ReleaseRequest) -> None:
     """The manifest section rebuilt from the request's rows now must have the digest the request was made with and
     every approval names, with as many approvals as the request needs: before copying, at signing and once more
-    before the request is marked released. A row changed after the approval (by a database writer) stops it."""
-    problems = manifest.approval_mismatches(release)
+    before the request is marked released. A row changed after the approval (by a database writer) stops it; so do,
+    under the redact policy, boxes and reviews in the database that the audit log did not record."""
+    problems = manifest.approval_mismatches(release) + redacted.box_mismatches(release)
     if problems:
         raise NotApproved(problems)
 

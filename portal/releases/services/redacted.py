@@ -43,6 +43,16 @@ def redactable(release: ReleaseRequest, item: ReleaseItem) -> bool:
     return applies(release) and any(entry["path"].endswith(".mp4") for entry in item.files)
 
 
+def box_mismatches(release: ReleaseRequest) -> list[str]:
+    """Under the redact policy, why the boxes the derived shards would fill are not the ones the audit log recorded
+    the detector storing and the officers adding, removing and reviewing (``faces_review.audit_mismatches``); the
+    release is then refused as one that is not what was approved."""
+    if not applies(release):
+        return []
+    return [problem for item in release.items.select_related("episode__study").order_by("episode_index")
+            if redactable(release, item) for problem in faces_review.audit_mismatches(item.episode)]
+
+
 def derived_prefix(release: ReleaseRequest, item: ReleaseItem) -> str:
     return f"{PREFIX}{release.uid}/{item.folder}/"
 

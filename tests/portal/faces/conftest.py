@@ -7,6 +7,7 @@ import hashlib
 
 import numpy as np
 import pytest
+from django.db import transaction
 from django_scopes import scope
 
 from exporter.faces.detections import Detections, write_detections
@@ -68,11 +69,10 @@ def store_detections():
             from io import BytesIO
 
             storage.put(storage.shards(), key, BytesIO(data))
-            job, _ = FaceDetection.objects.update_or_create(
-                episode=episode, detector_id=detector, defaults={
-                    "study": episode.study, "state": FaceDetection.State.DONE, "key": key,
-                    "sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data), "threshold": 0.5,
-                    "frame_count": episode.length, "frames_with_faces": len(boxes), "box_count": len(frames)})
+            with transaction.atomic():
+                job, _ = FaceDetection.objects.select_for_update().get_or_create(
+                    episode=episode, detector_id=detector, defaults={"study": episode.study})
+                detection.mark_done(job, found, key, hashlib.sha256(data).hexdigest(), len(data))
         return job
 
     return store

@@ -5,6 +5,7 @@ the original is released unchanged."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from io import BytesIO
 from pathlib import Path
@@ -13,6 +14,7 @@ import av
 import numpy as np
 import pytest
 from django.core.files.storage import storages
+from django.utils import timezone
 from django_scopes import scope, scopes_disabled
 
 from exporter import generate
@@ -23,8 +25,9 @@ from exporter.redact import FILL_YUV, REDACTION, fill_rect
 from exporter.release import MANIFEST, verify_release
 from portal.core import storage
 from portal.core.signing import signing_key
-from portal.faces.models import FaceDetection
+from portal.faces.models import FaceDetection, FaceRemoval, FaceReview, FaceSpan
 from portal.faces.services import detection, review
+from portal.fixity.models import Alert
 from portal.fixity.services import runs
 from portal.releases.models import ReleaseRequest
 from portal.releases.services import publish, redacted
@@ -459,3 +462,82 @@ def test_an_episode_without_video_has_no_face_to_look_for_and_is_published_as_it
     assert released.state == State.RELEASED, released.reason
     manifest = verify_release(_download(released.prefix, tmp_path / "release"), signing_key().public_key())
     assert manifest["release"]["face_policy"] == "redact" and "redacted_episodes" not in manifest
+
+
+def _delete_the_added_box(reg, episode, detector):
+    FaceSpan.objects.filter(episode=episode).delete()
+    return "stands in the audit log but not in the database"
+
+
+def _take_the_added_box_back(reg, episode, detector):
+    FaceSpan.objects.filter(episode=episode).update(removed_at=timezone.now())
+    return "stands in the audit log but not in the database"
+
+
+def _shrink_the_added_box(reg, episode, detector):
+    span = FaceSpan.objects.get(episode=episode)
+    FaceSpan.objects.filter(pk=span.pk).update(keyframes=[[0, 4, 4, 5, 5], *span.keyframes[1:]])
+    return "keyframes are not the ones the audit log recorded"
+
+
+def _remove_a_detection(reg, episode, detector):
+    FaceRemoval.objects.create(study=episode.study, episode=episode, detector_id=detector, frame=1, index=0,
+                               box=[4, 4, 14, 14], removed_by=reg.ethics)
+    return "detection 0 of frame 1 is removed in the database but the audit log records no officer removing it"
+
+
+def _swap_the_detections(reg, episode, detector):
+    job = FaceDetection.objects.get(episode=episode, detector_id=detector)
+    data = b"other detections"
+    storage.put(storage.shards(), job.key + ".other", BytesIO(data))
+    FaceDetection.objects.filter(pk=job.pk).update(key=job.key + ".other", sha256=hashlib.sha256(data).hexdigest())
+    return "are not the ones the audit log recorded when they were stored"
+
+
+@pytest.mark.parametrize("tamper", [_delete_the_added_box, _take_the_added_box_back, _shrink_the_added_box,
+                                    _remove_a_detection, _swap_the_detections])
+def test_boxes_a_database_writer_changed_after_approval_stop_the_release(
+        reg, team, verified, make_request, policy, detector_id, store_detections, tamper):
+    """The officers added a box over a missed face, reviewed and approved; someone who can write to the database
+    (not the audit log's events) then deletes, takes back or shrinks that box, removes a true detection, or swaps
+    the stored detections: the release job reads the boxes back from the audit log, refuses to publish, names the
+    difference, alerts the study and leaves nothing in the releases storage."""
+    policy("redact")
+    episode = verified(1)[0]
+    store_detections(episode, {frame: [(4, 4, 14, 14)] for frame in range(episode.length)})
+    with scope(study=reg.study):
+        review.add_span(reg.ethics, episode, [[0, 16, 4, 26, 14], [2, 18, 4, 28, 14]])
+        review.mark_reviewed(reg.ethics, episode)
+        request = make_request([episode])
+        for officer in (team.reg.ethics, team.ethics2):
+            approve(officer, request, manifest_sha256=request.manifest_sha256)
+        assert redacted.box_mismatches(request) == []
+        expected = tamper(reg, episode, detection.current_detector_id())  # a database writer
+        publish.publish_release(request.pk)
+        request = ReleaseRequest.objects.get(pk=request.pk)
+        assert request.state == State.FAILED and expected in request.reason, request.reason
+        assert Alert.objects.filter(study=reg.study, kind=Alert.Kind.RELEASE_INTEGRITY).exists()
+    assert not storage.walk(storages["releases"], request.prefix)
+
+
+def test_a_review_written_into_the_database_is_not_one_the_release_accepts(
+        reg, team, verified, make_request, policy, detector_id, store_detections):
+    """An officer added a box after the last review (so the episode needs a new one); a database writer makes a
+    review row instead of an officer's review: the gate would pass, the release job does not."""
+    policy("redact")
+    episode = verified(1)[0]
+    store_detections(episode, {0: [(4, 4, 14, 14)]})
+    with scope(study=reg.study):
+        review.mark_reviewed(reg.ethics, episode)
+        review.add_span(reg.ethics, episode, [[0, 16, 4, 26, 14]])
+        assert review.reviewed(episode, detection.current_detector_id()) is None
+        FaceReview.objects.create(study=reg.study, episode=episode, detector_id=detection.current_detector_id(),
+                                  reviewed_by=reg.ethics)  # a database writer
+        assert review.reviewed(episode, detection.current_detector_id()) is not None
+        request = make_request([episode])
+        for officer in (team.reg.ethics, team.ethics2):
+            approve(officer, request, manifest_sha256=request.manifest_sha256)
+        publish.publish_release(request.pk)
+        request = ReleaseRequest.objects.get(pk=request.pk)
+    assert request.state == State.FAILED and "records no such review after the last change" in request.reason
+    assert not storage.walk(storages["releases"], request.prefix)

@@ -62,7 +62,7 @@ def test_officer_edits_merge_interpolate_and_are_audited(reg, verified, policy, 
         assert review.reviewed(episode, DETECTOR) is None  # changed since: reviewed again
         assert 2 not in review.merged_boxes(episode)
     assert [a for a in _actions(reg.study) if a.startswith("faces.") and a != "faces.detection_queued"] == [
-        "faces.box_added", "faces.detection_removed", "faces.reviewed", "faces.box_span_removed"]
+        "faces.detected", "faces.box_added", "faces.detection_removed", "faces.reviewed", "faces.box_span_removed"]
 
 
 def test_a_coordinator_and_another_studys_officer_cannot_review(reg, verified, policy, detector_id,
