@@ -10,7 +10,9 @@ camera packets moved on in time), which takes minutes instead of generating thre
    ``python -m exporter export`` in a child process (its peak RSS read with wait4).
 2. Measures the floor for the same capture: PyAV stream copy of the camera file, a pyarrow write of the
    exported data table (read before the clock starts), and SHA-256 of those outputs. Export and floor
-   alternate ``--repeat`` times (paired runs); medians and spread are printed.
+   alternate ``--repeat`` times (paired runs); medians and spread are printed, of wall time and of CPU
+   (user + sys: the export's child with its own children, the floor in this process), which moves much
+   less with the machine's load.
 3. Generates a capture with five retries and times its video export: smart cut (copy untouched GOPs,
    re-encode the cut ones) against a full re-encode of the kept frames (``--retry-minutes 0`` skips it).
 """
@@ -79,20 +81,29 @@ def floor(camera: Path, table: pa.Table, work: Path) -> None:
 
 # Peak RSS is read by a small intermediate process: a child's maxrss also counts the memory of the
 # process it was forked from (up to its exec), and this benchmark holds large tables.
+# It also prints the child's CPU (user + sys, its own children included), which moves much less with the
+# machine's load than wall time.
 MEASURE = (
-    "import os, subprocess, sys; p = subprocess.Popen(sys.argv[1:]); _, s, u = os.wait4(p.pid, 0); "
-    "print(u.ru_maxrss, file=sys.stderr); sys.exit(os.waitstatus_to_exitcode(s))"
+    "import os, resource, subprocess, sys; p = subprocess.Popen(sys.argv[1:]); _, s, u = os.wait4(p.pid, 0); "
+    "c = resource.getrusage(resource.RUSAGE_CHILDREN); "
+    "print(u.ru_maxrss, c.ru_utime + c.ru_stime, file=sys.stderr); sys.exit(os.waitstatus_to_exitcode(s))"
 )
 
 
-def export(command: list[str]) -> tuple[float, float, str]:
-    """Wall seconds, peak RSS (MiB) and summary line of one export in a child process."""
+def export(command: list[str]) -> tuple[float, float, float, str]:
+    """Wall seconds, CPU seconds, peak RSS (MiB) and summary line of one export in a child process."""
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", MEASURE, *command], capture_output=True, text=True, cwd=ROOT)
     seconds = time.perf_counter() - start
     if done.returncode:
         raise SystemExit(done.stderr)
-    return seconds, int(done.stderr.strip().splitlines()[-1]) / 1024, done.stdout.strip()
+    rss, cpu = done.stderr.strip().splitlines()[-1].split()
+    return seconds, float(cpu), int(rss) / 1024, done.stdout.strip()
+
+
+def cpu_seconds() -> float:
+    """CPU (user + sys) of this process so far: the floor runs in it, on one thread."""
+    return time.process_time()
 
 
 def reference_table(command: list[str], shard: Path) -> pa.Table:
@@ -207,19 +218,22 @@ def main() -> int:
     command = [sys.executable, "-m", "exporter", "export", str(source), str(work / "shards")]
     camera = source / "media/camera.mp4"
     shard = work / "shards" / "episode-000000"
-    runs: dict[str, list[float]] = {"export": [], "floor": [], "rss": []}
+    runs: dict[str, list[float]] = {"export": [], "floor": [], "rss": [], "export_cpu": [], "floor_cpu": []}
     table = None
     for repeat in range(args.repeat):
         for what in ("export", "floor") if repeat % 2 == 0 else ("floor", "export"):
             if what == "export":
                 shutil.rmtree(work / "shards", ignore_errors=True)
-                (seconds, rss, summary), _ = timed("export (child process)", lambda: export(command))
+                (seconds, used, rss, summary), _ = timed("export (child process)", lambda: export(command))
                 runs["export"].append(seconds)
+                runs["export_cpu"].append(used)
                 runs["rss"].append(rss)
                 table = pq.read_table(shard / "data/chunk-000/file-000.parquet")
             else:
                 reference = table if table is not None else reference_table(command, shard)
+                before = cpu_seconds()
                 _, seconds = timed("floor: copy + parquet write + SHA-256", partial(floor, camera, reference, work))
+                runs["floor_cpu"].append(cpu_seconds() - before)
                 runs["floor"].append(seconds)
                 table = reference
     print(f"  {summary}")
@@ -229,6 +243,10 @@ def main() -> int:
     print(f"  floor (s)                    {spread(runs['floor'])}")
     ratios = [e / f for e, f in zip(runs["export"], runs["floor"], strict=True)]
     print(f"  export / floor               {spread(ratios)}")
+    print(f"  export CPU (s, user + sys)   {spread(runs['export_cpu'])}")
+    print(f"  floor CPU (s, user + sys)    {spread(runs['floor_cpu'])}")
+    cpu_ratios = [e / f for e, f in zip(runs["export_cpu"], runs["floor_cpu"], strict=True)]
+    print(f"  export / floor, CPU          {spread(cpu_ratios)}")
     print(f"  peak RSS of the export (MiB) {spread(runs['rss'])}")
     print(f"  seconds per recorded minute  {export_seconds / args.minutes:8.2f}")
     print(f"  rows per second              {rows / export_seconds:8.0f}")

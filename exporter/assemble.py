@@ -34,6 +34,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from exporter.arrow import from_values, to_numpy
 from exporter.errors import AssemblyError
 from exporter.jsonfile import write_json
 from exporter.modes import publish_modes
@@ -587,7 +588,7 @@ def _write_data(source: bytes, target: Path, shard: _Shard, stats: _DatasetStats
     schema = data.schema_arrow
     whole = stats.read_whole(data)  # a short file's feature columns in one read, frame_index among them
     frame_index = (whole if whole is not None else data.read(columns=["frame_index"], use_threads=False))
-    frame_index = _to_numpy(frame_index.column("frame_index").combine_chunks())
+    frame_index = to_numpy(frame_index.column("frame_index").combine_chunks())
     first_row = shard.episode["dataset_from_index"]
     columns = _new_columns(data, shard, frame_index)
     written = replace_columns(source, columns, schema=schema)
@@ -609,14 +610,14 @@ def _size(path: Path) -> int:
 def _new_columns(data: pq.ParquetFile, shard: _Shard, frame_index: np.ndarray) -> dict[str, pa.Array]:
     first_row = shard.episode["dataset_from_index"]
     new = {"episode_index": np.full(len(frame_index), shard.episode_index), "index": first_row + frame_index}
-    return {name: _from_numpy(values, data.schema_arrow.field(name).type) for name, values in new.items()}
+    return {name: from_values(values, data.schema_arrow.field(name).type) for name, values in new.items()}
 
 
 def _write_long_data(source: Path, target: Path, shard: _Shard, stats: _DatasetStats) -> tuple[str, int]:
     """``_write_data`` for a data file larger than ``SPLICE_MEMORY_BYTES`` (already checked against the
     receipt): rewritten whole from the file a row group at a time, so memory stays one row group."""
     data = pq.ParquetFile(source)
-    frame_index = _to_numpy(data.read(columns=["frame_index"], use_threads=False).column("frame_index")
+    frame_index = to_numpy(data.read(columns=["frame_index"], use_threads=False).column("frame_index")
                             .combine_chunks())
     columns = _new_columns(data, shard, frame_index)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -663,7 +664,7 @@ def _write_episode_row(source: Path, target: Path, shard: _Shard, before: dict[s
         i = table.schema.get_field_index(name)
         if i >= 0:
             field = table.schema.field(i)
-            table = table.set_column(i, field, _from_numpy([value], field.type))
+            table = table.set_column(i, field, from_values([value], field.type))
     target.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, target)
 
@@ -692,39 +693,6 @@ def _dataset_info(info: dict[str, Any], episodes: list[AssembledEpisode], tasks:
     info["total_tasks"] = len(tasks.tasks)
     info["splits"] = {"train": f"0:{len(episodes)}"}
     return info
-
-
-# pyarrow's own conversions between numpy and arrow (pa.array, to_numpy) import pandas, which takes longer
-# than assembling a short dataset; plain fixed-width buffers need no pandas, so they are converted here.
-_NUMPY_TYPES = {
-    pa.int8(): np.int8, pa.int16(): np.int16, pa.int32(): np.int32, pa.int64(): np.int64,
-    pa.uint8(): np.uint8, pa.uint16(): np.uint16, pa.uint32(): np.uint32, pa.uint64(): np.uint64,
-    pa.float32(): np.float32, pa.float64(): np.float64,
-}
-
-
-def _to_numpy(array: pa.Array) -> np.ndarray:
-    """The values of a flat arrow array as numpy (booleans as bool; a view where the buffer allows)."""
-    if array.null_count == 0 and pa.types.is_boolean(array.type):
-        bits = np.frombuffer(array.buffers()[1], np.uint8)
-        return np.unpackbits(bits, count=array.offset + len(array), bitorder="little")[array.offset :].astype(bool)
-    if array.null_count == 0 and array.type in _NUMPY_TYPES:
-        dtype = np.dtype(_NUMPY_TYPES[array.type])
-        return np.frombuffer(array.buffers()[1], dtype, count=len(array), offset=array.offset * dtype.itemsize)
-    return array.to_numpy(zero_copy_only=False)
-
-
-def _from_numpy(values: Any, type_: pa.DataType) -> pa.Array:
-    """An arrow array of ``type_`` holding ``values`` (a sequence or numpy array)."""
-    if type_ in _NUMPY_TYPES:
-        values = np.ascontiguousarray(values, dtype=_NUMPY_TYPES[type_])
-        return pa.Array.from_buffers(type_, len(values), [None, pa.py_buffer(values)])
-    if pa.types.is_list(type_) and type_.value_type in _NUMPY_TYPES and all(isinstance(v, list) for v in values):
-        offsets = np.cumsum([0, *(len(v) for v in values)], dtype=np.int32)
-        flat = [item for value in values for item in value]
-        return pa.ListArray.from_arrays(_from_numpy(offsets, pa.int32()), _from_numpy(flat, type_.value_type),
-                                        type=type_)
-    return pa.array(values, type=type_)
 
 
 class _DatasetStats:
@@ -756,7 +724,7 @@ class _DatasetStats:
                 column = column.values.slice(column.offset * size, len(column) * size)
             elif pa.types.is_list(column.type) or pa.types.is_fixed_size_list(column.type):
                 column = column.flatten()
-            scratch.write(first_row, _to_numpy(column).reshape(rows, -1))
+            scratch.write(first_row, to_numpy(column).reshape(rows, -1))
 
     def _batch_rows(self) -> int:
         width = sum(width for width, _ in self.features.values())

@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from exporter.arrow import from_values, numpy_array
 from exporter.errors import ShardExistsError, SourceError
 from exporter.features import STATE_DIM, feature_table, video_key
 from exporter.jsonfile import json_bytes
@@ -80,16 +81,16 @@ def _data_table(rows: Rows, state: np.ndarray, start: int, fps: int, episode_ind
     frame_index = np.arange(start, stop, dtype=np.int64)
     action = rows.action[start:stop]
     columns = {
-        "observation.state": pa.FixedSizeListArray.from_arrays(pa.array(state.reshape(-1)), state.shape[1]),
-        "action": pa.FixedSizeListArray.from_arrays(pa.array(action.reshape(-1)), action.shape[1]),
-        "timestamp": pa.array((frame_index / fps).astype(np.float32)),
-        "frame_index": pa.array(frame_index),
-        "episode_index": pa.array(np.full(stop - start, episode_index, dtype=np.int64)),
-        "index": pa.array(frame_index + from_index),
-        "task_index": pa.array(rows.task_index[start:stop]),
-        "ceres.source_frame_index": pa.array(rows.source_slot[start:stop]),
-        "ceres.source_timestamp": pa.array(rows.source_time[start:stop]),
-        "ceres.source_gap": pa.array(rows.gap[start:stop]),
+        "observation.state": pa.FixedSizeListArray.from_arrays(numpy_array(state.reshape(-1)), state.shape[1]),
+        "action": pa.FixedSizeListArray.from_arrays(numpy_array(action.reshape(-1)), action.shape[1]),
+        "timestamp": numpy_array((frame_index / fps).astype(np.float32)),
+        "frame_index": numpy_array(frame_index),
+        "episode_index": numpy_array(np.full(stop - start, episode_index, dtype=np.int64)),
+        "index": numpy_array(frame_index + from_index),
+        "task_index": numpy_array(rows.task_index[start:stop]),
+        "ceres.source_frame_index": numpy_array(rows.source_slot[start:stop]),
+        "ceres.source_timestamp": numpy_array(rows.source_time[start:stop]),
+        "ceres.source_gap": numpy_array(rows.gap[start:stop]),
     }
     return pa.table(columns)
 
@@ -167,7 +168,7 @@ def _episodes_table(
             columns[f"stats/{feature}/{stat}"] = (values, pa.list_(int64) if stat == "count" else values_type)
     columns["meta/episodes/chunk_index"] = (chunk, int64)
     columns["meta/episodes/file_index"] = (file, int64)
-    return pa.table({name: pa.array([value], type=kind) for name, (value, kind) in columns.items()})
+    return pa.table({name: from_values([value], kind) for name, (value, kind) in columns.items()})
 
 
 def _video_dimensions(path: Path) -> tuple[int, int]:

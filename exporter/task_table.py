@@ -1,11 +1,16 @@
 """The study dataset's task table, ``meta/tasks.parquet`` (shard.md section 5): append-only."""
 
+import json
 from collections.abc import Iterable
+from functools import cache
+from importlib.metadata import version
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from exporter.arrow import from_values
 from exporter.errors import SourceError
 
 
@@ -43,10 +48,53 @@ def extend_tasks(tasks: list[str], texts: Iterable[str]) -> list[str]:
     return extended
 
 
-def write_tasks(path: Path, tasks: list[str]) -> None:
-    import numpy as np
-    import pandas as pd  # only where a table is written: reading it needs neither
+@cache
+def _pandas_metadata() -> bytes:
+    """The schema metadata pandas' ``to_parquet`` (through pyarrow) gives the task table's data frame."""
+    pandas_version = version("pandas")
+    return json.dumps(
+        {
+            "index_columns": ["task"],
+            "column_indexes": [
+                {
+                    "name": None,
+                    "field_name": None,
+                    "pandas_type": "unicode",
+                    # the column labels' dtype: pandas 3 has a string dtype, earlier versions object
+                    "numpy_type": "str" if int(pandas_version.split(".")[0]) >= 3 else "object",
+                    "metadata": {"encoding": "UTF-8"},
+                }
+            ],
+            "columns": [
+                {
+                    "name": "task_index",
+                    "field_name": "task_index",
+                    "pandas_type": "int64",
+                    "numpy_type": "int64",
+                    "metadata": None,
+                },
+                {
+                    "name": "task",
+                    "field_name": "task",
+                    "pandas_type": "unicode",
+                    "numpy_type": "object",
+                    "metadata": None,
+                },
+            ],
+            "attributes": {},
+            "creator": {"library": "pyarrow", "version": pa.__version__},
+            "pandas_version": pandas_version,
+        }
+    ).encode("utf8")
 
-    index = pd.Index(tasks, name="task", dtype=object)
-    frame = pd.DataFrame({"task_index": np.arange(len(tasks), dtype=np.int64)}, index=index)
-    frame.to_parquet(path)
+
+def write_tasks(path: Path, tasks: list[str]) -> None:
+    """The table as pandas writes a data frame of ``task_index`` indexed by ``task`` (what LeRobot reads
+    with pandas), byte for byte, without importing pandas (tests compare it with pandas' own writer)."""
+    table = pa.table(
+        {
+            "task_index": from_values(np.arange(len(tasks), dtype=np.int64), pa.int64()),
+            "task": from_values(list(tasks), pa.string()),
+        }
+    )
+    pq.write_table(table.replace_schema_metadata({b"pandas": _pandas_metadata()}), path, compression="snappy")
