@@ -92,7 +92,7 @@ def main() -> None:
           f"run peak {detector.DEFAULT_MIN_PEAK}, "
           f"{detector.VIDEO_WORKERS} network runs at once, {detector.VIDEO_INTRA_OP_THREADS} onnxruntime thread each")
     start = time.perf_counter()
-    detector.video_session()  # a worker loads and checks the weights once; not part of an episode's time
+    detector.video_sessions()  # a worker loads and checks the weights once; not part of an episode's time
     print(f"weights read, checked and the session built in {time.perf_counter() - start:.2f} s (not counted below)")
     print(f"load before: {os.getloadavg()}")
 

@@ -232,8 +232,8 @@ def test_detect_video_runs_frames_at_once_and_gives_the_boxes_of_running_them_on
     _write_video(tmp_path / "faces.mp4", [np.roll(frame, 6 * i, axis=1) for i in range(23)])
     run = detector._run
 
-    def late_for_even_frames(session, rgb, threshold):  # later frames often finish first
-        result = run(session, rgb, threshold)
+    def late_for_even_frames(session, rgb, threshold, blob=None):  # later frames often finish first
+        result = run(session, rgb, threshold, blob)
         time.sleep(0.05 * (int(rgb.sum()) % 2))
         return result
 
