@@ -10,11 +10,15 @@ what is timed. The detector's weights are loaded once before the timing starts (
 Then, as the portal's jobs do, with the detector's defaults:
 
 - ``detect_video`` on the shard's video: wall time, frames per second, the ratio to real time at the video's
-  own frame rate, the process's peak RSS after it; and how many of the frames that show the face have a box
+  own frame rate, the CPU time it took (every thread of this process: decoding, the network's workers), the
+  process's peak RSS after it; and how many of the frames that show the face have a box
   covering it (generate.bystander_box; a box grown by the redaction's margin covering 90 % of the face, as
   bench/faces.py counts), and how many boxes fall on frames without the face;
 - unless ``--detect-only``, ``redact_shard`` filling every detected box into a derived shard: wall time, the
-  ratio to real time, the GOPs re-encoded, the peak RSS after it; and the two together.
+  ratio to real time, its CPU time, the GOPs re-encoded, the peak RSS after it; and the two together.
+
+The wall times move with the machine's load; the CPU times much less: CPU seconds per second of video below
+the number of cores is what an otherwise idle machine needs to keep up with real time.
 """
 
 from __future__ import annotations
@@ -54,6 +58,11 @@ def peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=20)
@@ -81,20 +90,20 @@ def main() -> None:
     print(f"detector {detector.detector_id()}: input width {detector.DEFAULT_INPUT_WIDTH}, "
           f"stride {detector.DEFAULT_STRIDE}, threshold {detector.DEFAULT_THRESHOLD}, "
           f"run peak {detector.DEFAULT_MIN_PEAK}, "
-          f"{detector.INTRA_OP_THREADS} onnxruntime threads")
+          f"{detector.VIDEO_WORKERS} network runs at once, {detector.VIDEO_INTRA_OP_THREADS} onnxruntime thread each")
     start = time.perf_counter()
-    detector._session()  # a worker loads and checks the weights once; not part of an episode's time
+    detector.video_sessions()  # a worker loads and checks the weights once; not part of an episode's time
     print(f"weights read, checked and the session built in {time.perf_counter() - start:.2f} s (not counted below)")
     print(f"load before: {os.getloadavg()}")
 
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), cpu_s()
     found = detector.detect_video(videos[0])
-    detect_s = time.perf_counter() - start
+    detect_s, detect_cpu = time.perf_counter() - start, cpu_s() - cpu_start
     frames = found.frame_count
     duration = frames / rate
     print(f"detect_video: {frames} frames of {found.width}x{found.height} at {rate:g} fps ({duration:.1f} s) "
           f"in {detect_s:.2f} s = {frames / detect_s:.1f} fps = {duration / detect_s:.2f}x real time; "
-          f"peak RSS {peak_mb():.0f} MB")
+          f"CPU {detect_cpu:.2f} s = {detect_cpu / duration:.2f} CPU s per s of video; peak RSS {peak_mb():.0f} MB")
     by_frame = found.by_frame()
     shown = covered = stray = 0
     for index in range(frames):
@@ -111,14 +120,16 @@ def main() -> None:
     if not args.detect_only:
         dest = work / f"redacted-{name}"
         shutil.rmtree(dest, ignore_errors=True)
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), cpu_s()
         result = redact_shard(shard, dest, by_frame, record={"bench": "faces_episode"})
-        redact_s = time.perf_counter() - start
+        redact_s, redact_cpu = time.perf_counter() - start, cpu_s() - cpu_start
         print(f"redact_shard: {result.method}, {result.gops_reencoded} of {result.gops} GOPs re-encoded "
               f"({result.frames_reencoded} frames), {result.gops_copied} copied, in {redact_s:.2f} s = "
-              f"{duration / redact_s:.2f}x real time; peak RSS {peak_mb():.0f} MB")
-        total = detect_s + redact_s
-        print(f"detection + redaction: {total:.2f} s for {duration:.1f} s of video = {duration / total:.2f}x real time")
+              f"{duration / redact_s:.2f}x real time; CPU {redact_cpu:.2f} s; peak RSS {peak_mb():.0f} MB")
+        total, total_cpu = detect_s + redact_s, detect_cpu + redact_cpu
+        print(f"detection + redaction: {total:.2f} s for {duration:.1f} s of video = "
+              f"{duration / total:.2f}x real time; CPU {total_cpu:.2f} s = "
+              f"{total_cpu / duration:.2f} CPU s per s of video ({os.cpu_count()} cores)")
     print(f"load after: {os.getloadavg()}")
     if args.work is None:
         shutil.rmtree(work)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import time
 
 import av
 import numpy as np
@@ -224,6 +225,29 @@ def test_detect_video_every_frame_and_nothing_in_a_face_free_video(tmp_path):
     _write_video(tmp_path / "empty.mp4", [_background(640, 360)] * 5)
     nothing = detector.detect_video(tmp_path / "empty.mp4")
     assert nothing.frame_count == 5 and len(nothing.frames) == 0
+
+
+def test_detect_video_runs_frames_at_once_and_gives_the_boxes_of_running_them_one_by_one(tmp_path, monkeypatch):
+    frame, _truth = _frame_with_astronaut()
+    _write_video(tmp_path / "faces.mp4", [np.roll(frame, 6 * i, axis=1) for i in range(23)])
+    run = detector._run
+
+    def late_for_even_frames(session, rgb, threshold, blob=None):  # later frames often finish first
+        result = run(session, rgb, threshold, blob)
+        time.sleep(0.05 * (int(rgb.sum()) % 2))
+        return result
+
+    monkeypatch.setattr(detector, "_run", late_for_even_frames)
+    seen = []
+    at_once = detector.detect_video(tmp_path / "faces.mp4", stride=2, progress=lambda *a: seen.append(a))
+    monkeypatch.setattr(detector, "VIDEO_WORKERS", 1)
+    monkeypatch.setattr(detector, "VIDEO_IN_FLIGHT", 0)
+    one_by_one = detector.detect_video(tmp_path / "faces.mp4", stride=2)
+    assert at_once.frame_count == one_by_one.frame_count == 23
+    assert len(one_by_one.frames) >= 23
+    for name in ("frames", "boxes", "scores"):
+        np.testing.assert_array_equal(getattr(at_once, name), getattr(one_by_one, name))
+    assert seen == [(23, 23)]  # fewer frames than PROGRESS_EVERY: only the end
 
 
 def test_detect_video_refuses_a_file_that_is_not_video(tmp_path):
