@@ -5,11 +5,11 @@ the order given, or by recording time) and laid over one folder as episodes 0..M
 their indices differ, and the dataset-wide files are rebuilt: ``meta/info.json``, ``meta/stats.json``
 (exact over every data row) and ``meta/tasks.parquet``. Large files are verified while they are
 copied (or hard-linked after hashing), so each byte is read once, and their digests go straight into
-the dataset receipt; statistics are gathered a row group at a time into column scratch files. The
-shards' ``ceres/`` files move under ``ceres/episodes/episode-NNNNNN/``; ``ceres/assembly.json`` maps
-new to source episodes and ``ceres/dataset-receipt.json`` lists every file. The dataset is staged in
-a temporary folder beside the output folder and renamed into place, so it appears complete or not at
-all.
+the dataset receipt; statistics are gathered a row group at a time into column scratches (in memory up
+to a budget, else files). The shards' ``ceres/`` files move under ``ceres/episodes/episode-NNNNNN/``;
+``ceres/assembly.json`` maps new to source episodes and ``ceres/dataset-receipt.json`` lists every file. The
+dataset is staged in a temporary folder beside the output folder and renamed into place, so it appears
+complete or not at all.
 """
 
 from __future__ import annotations
@@ -61,6 +61,9 @@ EPISODES_PATH = "meta/episodes/chunk-{chunk_index:03d}/file-{file_index:03d}.par
 DATASET_WIDE = ("meta/info.json", "meta/stats.json", "meta/tasks.parquet")
 # Largest block of a data file read at once (its state column as float64) while gathering statistics.
 STATS_MEMORY_BUDGET = 256 * 1024 * 1024
+# The column scratch of every feature (float32 states) is held in memory up to this size, in a temporary
+# file beyond it (twenty one-to-three-minute shards: about 120 MiB).
+SCRATCH_MEMORY_BYTES = 256 * 1024 * 1024
 # A renumbered data file up to this size is read into memory once (hashed, spliced, its statistics decoded
 # from the same bytes); a larger one (hours of states) is hashed as it is read and rewritten from the file.
 SPLICE_MEMORY_BYTES = 64 * 1024 * 1024
@@ -728,9 +731,10 @@ def _from_numpy(values: Any, type_: pa.DataType) -> pa.Array:
 
 
 class _DatasetStats:
-    """Every data row of the dataset, gathered a block of rows at a time into one column scratch file
-    per non-video feature (in the staging folder, unlinked), for exact statistics one dimension at a
-    time: memory holds a block or a column, never the dataset."""
+    """Every data row of the dataset, gathered a block of rows at a time into one column scratch per
+    non-video feature, for exact statistics a few dimensions at a time: in memory when the dataset's
+    columns fit ``SCRATCH_MEMORY_BYTES``, else in files in the staging folder (unlinked), so memory holds
+    a block or a few columns, never more than that budget of the dataset."""
 
     def __init__(self, shards: list[_Shard], folder: Path):
         rows = sum(s.episode["length"] for s in shards)
@@ -739,9 +743,13 @@ class _DatasetStats:
             for name, spec in shards[0].info["features"].items()
             if spec["dtype"] != "video"
         }
+        dtypes = {name: np.dtype(np.float32 if dtype == "float32" else np.float64)
+                  for name, (_, dtype) in self.features.items()}
+        in_memory = rows * sum(width * dtypes[name].itemsize
+                               for name, (width, _) in self.features.items()) <= SCRATCH_MEMORY_BYTES
         self.scratches = {
-            name: ColumnScratch(rows, width, np.float32 if dtype == "float32" else np.float64, folder=folder)
-            for name, (width, dtype) in self.features.items()
+            name: ColumnScratch(rows, width, dtypes[name], folder=folder, in_memory=in_memory)
+            for name, (width, _) in self.features.items()
         }
 
     def add(self, columns: dict[str, pa.Array | pa.ChunkedArray], rows: int, first_row: int) -> None:
