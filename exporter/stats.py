@@ -31,7 +31,7 @@ QUANTILES = {"q01": 0.01, "q10": 0.10, "q50": 0.50, "q90": 0.90, "q99": 0.99}
 STAT_NAMES = ("min", "max", "mean", "std", "count", *QUANTILES)
 _QUANTILE_LEVELS = list(QUANTILES.values())
 _TRANSPOSE_ROWS = 4096
-_MEMORY_TRANSPOSE_ROWS = 256  # a slice of rows that stays in the cache while it is scattered over the columns
+_MEMORY_TRANSPOSE_ROWS = 256
 _THREADS = min(2, os.cpu_count() or 1)
 
 
@@ -128,19 +128,20 @@ def scratch_stats(
 
 
 class ColumnScratch:
-    """A (rows, dimensions) float array stored column-major, in an anonymous temporary file or (``in_memory``,
-    for arrays that fit a caller's budget) in memory: written a block of rows at a time, read back a
-    dimension or a block of dimensions at a time. Memory stays one block or one column, or the array."""
+    """A (rows, dimensions) float array stored column-major in an anonymous temporary file: written a block
+    of rows at a time, read back a dimension or a block of dimensions at a time. Memory stays one block or
+    one column. ``in_memory`` (for arrays that fit a caller's budget): the blocks written are kept as they
+    are (the caller no longer changes them), and a block of dimensions is gathered from them when read."""
 
     def __init__(self, rows: int, dimensions: int, dtype: np.dtype | type = np.float32, folder: Path | None = None,
                  *, in_memory: bool = False):
         self.rows = rows
         self.dimensions = dimensions
         self.dtype = np.dtype(dtype)
-        self._array: np.ndarray | None = None
+        self._parts: list[tuple[int, np.ndarray]] | None = None
         self._file: IO[bytes] | None = None
         if in_memory:
-            self._array = np.empty((dimensions, rows), dtype=self.dtype)
+            self._parts = []
             return
         # unlinked at once: it never shows in ``folder`` and vanishes with the process
         self._file = tempfile.TemporaryFile(prefix="ceres-columns-", dir=folder)  # noqa: SIM115
@@ -151,10 +152,8 @@ class ColumnScratch:
     def write(self, first_row: int, block: np.ndarray) -> None:
         """Store rows ``first_row`` .. ``first_row + len(block)`` of every dimension."""
         block = np.asarray(block).reshape(len(block), self.dimensions)
-        if self._array is not None:  # writers of disjoint rows need no lock
-            for start in range(0, len(block), _MEMORY_TRANSPOSE_ROWS):
-                part = block[start : start + _MEMORY_TRANSPOSE_ROWS]
-                self._array[:, first_row + start : first_row + start + len(part)] = part.T
+        if self._parts is not None:
+            self._parts.append((first_row, block))  # list.append is atomic: writers need no lock
             return
         size = self.dtype.itemsize
         with self._lock:  # one transpose buffer for every writer
@@ -179,8 +178,13 @@ class ColumnScratch:
 
     def block(self, start: int, stop: int) -> np.ndarray:
         """All rows of dimensions ``start`` .. ``stop``, shaped (stop - start, rows): a fresh array."""
-        if self._array is not None:
-            return self._array[start:stop].copy()
+        if self._parts is not None:
+            out = np.empty((stop - start, self.rows), dtype=self.dtype)
+            for first_row, part in self._parts:
+                for first in range(0, len(part), _MEMORY_TRANSPOSE_ROWS):  # a slice that stays in the cache
+                    rows = part[first : first + _MEMORY_TRANSPOSE_ROWS, start:stop]
+                    out[:, first_row + first : first_row + first + len(rows)] = rows.T
+            return out
         assert self._file is not None
         out = np.empty((stop - start, self.rows), dtype=self.dtype)
         view = memoryview(out).cast("B")
@@ -200,7 +204,7 @@ class ColumnScratch:
     def close(self) -> None:
         if self._file is not None:
             self._file.close()
-        self._array = None
+        self._parts = None
 
     def __enter__(self) -> "ColumnScratch":
         return self
