@@ -15,16 +15,23 @@ complete or not at all.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import ctypes
 import dataclasses
 import json
 import math
 import os
+import pickle
 import re
 import shutil
+import signal
 import string
+import struct
+import subprocess
+import sys
 import tempfile
+import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -68,6 +75,8 @@ SCRATCH_MEMORY_BYTES = 256 * 1024 * 1024
 # from the same bytes); a larger one (hours of states) is hashed as it is read and rewritten from the file.
 SPLICE_MEMORY_BYTES = 64 * 1024 * 1024
 ORDERS = ("index", "given", "recorded")
+# From this many shards on, a helper process lays over shards beside the two threads of this one.
+HELPER_SHARDS = 64
 _LAY_OVER_THREADS = min(2, os.cpu_count() or 1)
 _LARGE = ("data/", "videos/")  # artefacts verified while they are copied, not before
 
@@ -475,24 +484,135 @@ def _lay_over(
     stage: Path, shards: list[_Shard], stats: _DatasetStats, known: dict[str, tuple[str, int]], *, link: bool
 ) -> list[AssembledEpisode]:
     """Lay every shard over the staging folder, two at a time (hashing, copying and parquet encoding
-    release the GIL); the first shard in dataset order that fails is the one reported."""
+    release the GIL) and, for many shards, a third in a helper process (the fixed cost of a short shard is
+    interpreter work, which threads cannot share out); the first shard in dataset order that fails is the
+    one reported."""
     starts = np.cumsum([0, *(s.episode["length"] for s in shards)])
-    with ThreadPoolExecutor(max_workers=_LAY_OVER_THREADS) as pool:
-        jobs = [
-            pool.submit(_lay_over_one, stage, shard, new_index, int(starts[new_index]), stats, link=link)
-            for new_index, shard in enumerate(shards)
-        ]
-        try:
-            results = [job.result() for job in jobs]
-        except BaseException:
-            for job in jobs:
-                job.cancel()
-            raise
-    for _, digests in results:
+    jobs = iter(range(len(shards)))
+    take = threading.Lock()
+    results: dict[int, tuple[AssembledEpisode, dict[str, tuple[str, int]]]] = {}
+    failures: dict[int, BaseException] = {}
+
+    def next_job() -> int | None:
+        with take:
+            return None if failures else next(jobs, None)
+
+    def here() -> None:
+        while (new_index := next_job()) is not None:
+            try:
+                results[new_index] = _lay_over_one(stage, shards[new_index], new_index, int(starts[new_index]),
+                                                   stats, link=link)
+            except BaseException as exc:  # reported below, the first in dataset order
+                failures[new_index] = exc
+
+    def helped(helper: _Helper) -> None:
+        while (new_index := next_job()) is not None:
+            try:
+                shard, from_index = shards[new_index], int(starts[new_index])
+                results[new_index] = helper.lay_over(stage, shard, new_index, from_index, link=link)
+                # the statistics are read here, from the file as laid over
+                stats.add_file(stage / _renumbered(shard, new_index, from_index).data_file(), from_index)
+            except BaseException as exc:
+                failures[new_index] = exc
+
+    helper = _Helper() if len(shards) >= HELPER_SHARDS and (os.cpu_count() or 1) > 1 else None
+    try:
+        workers = [threading.Thread(target=here) for _ in range(_LAY_OVER_THREADS)]
+        if helper is not None:
+            workers.append(threading.Thread(target=helped, args=(helper,)))
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+    finally:
+        if helper is not None:
+            helper.close()
+    if failures:
+        raise failures[min(failures)]
+    ordered = [results[new_index] for new_index in range(len(shards))]
+    for _, digests in ordered:
         known.update(digests)
     for shard in shards:
         _copy_task_specifications(shard, stage, known)
-    return [episode for episode, _ in results]
+    return [episode for episode, _ in ordered]
+
+
+class _Helper:
+    """A second Python process that lays shards over the staging folder, one job at a time over its standard
+    input and output (pickled, length-prefixed). It dies with this process (``PR_SET_PDEATHSIG``), and is
+    killed and waited for when the assembly ends, so nothing writes into a staging folder being removed."""
+
+    def __init__(self) -> None:
+        root = str(Path(__file__).resolve().parents[1])
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", "from exporter.assemble import _helper_main; _helper_main()", str(os.getpid())],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
+        )
+
+    def lay_over(self, stage: Path, shard: _Shard, new_index: int, from_index: int, *, link: bool
+                 ) -> tuple[AssembledEpisode, dict[str, tuple[str, int]]]:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        _send(self.process.stdin, (stage, shard, new_index, from_index, link))
+        ok, value = _receive(self.process.stdout)
+        if not ok:
+            raise value
+        return value
+
+    def close(self) -> None:
+        self.process.kill()
+        self.process.wait()
+        for pipe in (self.process.stdin, self.process.stdout):
+            if pipe is not None:
+                pipe.close()
+
+
+def _send(pipe: Any, value: Any) -> None:
+    data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    pipe.write(struct.pack("<Q", len(data)) + data)
+    pipe.flush()
+
+
+def _receive(pipe: Any) -> Any:
+    header = pipe.read(8)
+    if len(header) < 8:
+        raise OSError("the assembly helper process ended")
+    data = pipe.read(struct.unpack("<Q", header)[0])
+    return pickle.loads(data)  # noqa: S301  (a pipe to or from this process's own helper)
+
+
+def _helper_main() -> None:
+    """The helper process: lays over the shards it is sent until its input ends."""
+    parent = int(sys.argv[1])
+    with contextlib.suppress(OSError, AttributeError):  # killed with the assembling process, whatever kills it
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # the parent died before the line above
+        return
+    requests = sys.stdin.buffer
+    replies = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # anything printed goes to standard error, not into the replies
+    stats = _NoStats()
+    while True:
+        header = requests.read(8)
+        if len(header) < 8:
+            return
+        job = requests.read(struct.unpack("<Q", header)[0])
+        stage, shard, new_index, from_index, link = pickle.loads(job)  # noqa: S301  (from the assembling process)
+        try:
+            reply: tuple[bool, Any] = (True, _lay_over_one(stage, shard, new_index, from_index, stats, link=link))
+        except Exception as exc:  # raised again in the assembling process
+            reply = (False, exc)
+        _send(replies, reply)
+
+
+class _NoStats:
+    """Statistics are the assembling process's: the helper only splices, copies and hashes."""
+
+    def read_whole(self, data: pq.ParquetFile) -> None:
+        return None
+
+    def add_file(self, *args: Any, **kwargs: Any) -> None:
+        pass
 
 
 def _lay_over_one(
