@@ -46,7 +46,11 @@ def dimension_stats(values: np.ndarray, *, vector: bool) -> list[float]:
     else:
         mean, std = values.mean(), values.std()
     extremes = [values.min(), values.max(), mean, std]
-    return [float(v) for v in (*extremes, *np.quantile(values, _QUANTILE_LEVELS))]
+    if np.isnan(extremes[0]):  # numpy's own rules for NaN
+        quantiles = np.quantile(values, _QUANTILE_LEVELS)
+    else:  # the same figures without np.quantile's overhead (its np.unique imports numpy.ma)
+        quantiles = _block_quantiles(values.reshape(1, -1).copy())[:, 0]
+    return [float(v) for v in (*extremes, *quantiles)]
 
 
 def block_stats(block: np.ndarray) -> list[list[float]]:
@@ -81,7 +85,9 @@ def _block_quantiles(block: np.ndarray) -> np.ndarray:
     previous[above] = -1
     following[above] = -1
     previous, following = previous.astype(np.intp), following.astype(np.intp)
-    block.partition(np.unique(np.concatenate(([0, count - 1], previous % count, following % count))), axis=1)
+    # (np.unique would import numpy.ma)
+    kth = sorted({0, count - 1, *(previous % count).tolist(), *(following % count).tolist()})
+    block.partition(kth, axis=1)
     low = block[:, previous].T.astype(np.float64)
     high = block[:, following].T.astype(np.float64)
     gamma = np.asanyarray(virtual - previous, dtype=virtual.dtype).reshape(-1, 1)

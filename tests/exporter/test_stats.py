@@ -60,10 +60,16 @@ def test_block_stats_are_bit_for_bit_those_of_the_whole_array(case: str):
         "odd width": rng.normal(size=(1237, 65)).astype(np.float32) * 1e3,
     }[case]
     expected = _whole_array_stats(values)
+    levels = list(QUANTILES.values())
     per_dimension = np.array([dimension_stats(values[:, d], vector=True) for d in range(values.shape[1])])
     got = np.array(block_stats(np.ascontiguousarray(values.T)))
     assert np.array_equal(got.view(np.int64), expected.view(np.int64))  # the same bits, NaN and -0.0 alike
     assert np.array_equal(per_dimension.view(np.int64), expected.view(np.int64))
+    for d in range(values.shape[1]):  # a scalar feature's dimension: numpy's 1-D (pairwise) reductions
+        column = values[:, d].astype(np.float64)
+        scalar = [column.min(), column.max(), column.mean(), column.std(), *np.quantile(column, levels)]
+        assert np.array_equal(np.array(dimension_stats(values[:, d], vector=False)).view(np.int64),
+                              np.array(scalar).view(np.int64))
 
 
 @pytest.mark.parametrize("in_memory", [False, True])
