@@ -782,13 +782,13 @@ def _write_episode_row(source: Path, target: Path, shard: _Shard, before: dict[s
     for name, values in new_values.items():
         for stat, value in feature_stats(values).items():
             row[f"stats/{name}/{stat}"] = value
+    columns = table.columns
     for name, value in row.items():
         i = table.schema.get_field_index(name)
         if i >= 0:
-            field = table.schema.field(i)
-            table = table.set_column(i, field, _from_numpy([value], field.type))
+            columns[i] = _from_numpy([value], table.schema.field(i).type)
     target.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, target)
+    pq.write_table(pa.Table.from_arrays(columns, schema=table.schema), target)  # one new table, not one a column
 
 
 def _copy_task_specifications(shard: _Shard, stage: Path, known: dict[str, tuple[str, int]]) -> None:
