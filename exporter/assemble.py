@@ -69,7 +69,7 @@ DATASET_WIDE = ("meta/info.json", "meta/stats.json", "meta/tasks.parquet")
 # Largest block of a data file read at once (its state column as float64) while gathering statistics.
 STATS_MEMORY_BUDGET = 256 * 1024 * 1024
 # The column scratch of every feature (float32 states) is held in memory up to this size, in a temporary
-# file beyond it (twenty one-to-three-minute shards: about 120 MiB; a thousand two-second ones, 200 MiB, go to files).
+# file beyond it (twenty one-to-three-minute shards: 117 MiB; a thousand two-second ones: 98 MiB).
 SCRATCH_MEMORY_BYTES = 128 * 1024 * 1024
 # A renumbered data file up to this size is read into memory once (hashed, spliced, its statistics decoded
 # from the same bytes); a larger one (hours of states) is hashed as it is read and rewritten from the file.
