@@ -5,26 +5,33 @@ the order given, or by recording time) and laid over one folder as episodes 0..M
 their indices differ, and the dataset-wide files are rebuilt: ``meta/info.json``, ``meta/stats.json``
 (exact over every data row) and ``meta/tasks.parquet``. Large files are verified while they are
 copied (or hard-linked after hashing), so each byte is read once, and their digests go straight into
-the dataset receipt; statistics are gathered a row group at a time into column scratch files. The
-shards' ``ceres/`` files move under ``ceres/episodes/episode-NNNNNN/``; ``ceres/assembly.json`` maps
-new to source episodes and ``ceres/dataset-receipt.json`` lists every file. The dataset is staged in
-a temporary folder beside the output folder and renamed into place, so it appears complete or not at
-all.
+the dataset receipt; statistics are gathered a row group at a time into column scratches (in memory up
+to a budget, else files). The shards' ``ceres/`` files move under ``ceres/episodes/episode-NNNNNN/``;
+``ceres/assembly.json`` maps new to source episodes and ``ceres/dataset-receipt.json`` lists every file. The
+dataset is staged in a temporary folder beside the output folder and renamed into place, so it appears
+complete or not at all.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import ctypes
 import dataclasses
 import json
 import math
 import os
+import pickle
 import re
 import shutil
+import signal
 import string
+import struct
+import subprocess
+import sys
 import tempfile
+import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -62,10 +69,15 @@ EPISODES_PATH = "meta/episodes/chunk-{chunk_index:03d}/file-{file_index:03d}.par
 DATASET_WIDE = ("meta/info.json", "meta/stats.json", "meta/tasks.parquet")
 # Largest block of a data file read at once (its state column as float64) while gathering statistics.
 STATS_MEMORY_BUDGET = 256 * 1024 * 1024
+# The column scratch of every feature (float32 states) is held in memory up to this size, in a temporary
+# file beyond it (twenty one-to-three-minute shards: 117 MiB; a thousand two-second ones: 98 MiB).
+SCRATCH_MEMORY_BYTES = 128 * 1024 * 1024
 # A renumbered data file up to this size is read into memory once (hashed, spliced, its statistics decoded
 # from the same bytes); a larger one (hours of states) is hashed as it is read and rewritten from the file.
 SPLICE_MEMORY_BYTES = 64 * 1024 * 1024
 ORDERS = ("index", "given", "recorded")
+# From this many shards on, a helper process lays over shards beside the two threads of this one.
+HELPER_SHARDS = 64
 _LAY_OVER_THREADS = min(2, os.cpu_count() or 1)
 _LARGE = ("data/", "videos/")  # artefacts verified while they are copied, not before
 
@@ -473,24 +485,135 @@ def _lay_over(
     stage: Path, shards: list[_Shard], stats: _DatasetStats, known: dict[str, tuple[str, int]], *, link: bool
 ) -> list[AssembledEpisode]:
     """Lay every shard over the staging folder, two at a time (hashing, copying and parquet encoding
-    release the GIL); the first shard in dataset order that fails is the one reported."""
+    release the GIL) and, for many shards, a third in a helper process (the fixed cost of a short shard is
+    interpreter work, which threads cannot share out); the first shard in dataset order that fails is the
+    one reported."""
     starts = np.cumsum([0, *(s.episode["length"] for s in shards)])
-    with ThreadPoolExecutor(max_workers=_LAY_OVER_THREADS) as pool:
-        jobs = [
-            pool.submit(_lay_over_one, stage, shard, new_index, int(starts[new_index]), stats, link=link)
-            for new_index, shard in enumerate(shards)
-        ]
-        try:
-            results = [job.result() for job in jobs]
-        except BaseException:
-            for job in jobs:
-                job.cancel()
-            raise
-    for _, digests in results:
+    jobs = iter(range(len(shards)))
+    take = threading.Lock()
+    results: dict[int, tuple[AssembledEpisode, dict[str, tuple[str, int]]]] = {}
+    failures: dict[int, BaseException] = {}
+
+    def next_job() -> int | None:
+        with take:
+            return None if failures else next(jobs, None)
+
+    def here() -> None:
+        while (new_index := next_job()) is not None:
+            try:
+                results[new_index] = _lay_over_one(stage, shards[new_index], new_index, int(starts[new_index]),
+                                                   stats, link=link)
+            except BaseException as exc:  # reported below, the first in dataset order
+                failures[new_index] = exc
+
+    def helped(helper: _Helper) -> None:
+        while (new_index := next_job()) is not None:
+            try:
+                shard, from_index = shards[new_index], int(starts[new_index])
+                results[new_index] = helper.lay_over(stage, shard, new_index, from_index, link=link)
+                # the statistics are read here, from the file as laid over
+                stats.add_file(stage / _renumbered(shard, new_index, from_index).data_file(), from_index)
+            except BaseException as exc:
+                failures[new_index] = exc
+
+    helper = _Helper() if len(shards) >= HELPER_SHARDS and (os.cpu_count() or 1) > 1 else None
+    try:
+        workers = [threading.Thread(target=here) for _ in range(_LAY_OVER_THREADS)]
+        if helper is not None:
+            workers.append(threading.Thread(target=helped, args=(helper,)))
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+    finally:
+        if helper is not None:
+            helper.close()
+    if failures:
+        raise failures[min(failures)]
+    ordered = [results[new_index] for new_index in range(len(shards))]
+    for _, digests in ordered:
         known.update(digests)
     for shard in shards:
         _copy_task_specifications(shard, stage, known)
-    return [episode for episode, _ in results]
+    return [episode for episode, _ in ordered]
+
+
+class _Helper:
+    """A second Python process that lays shards over the staging folder, one job at a time over its standard
+    input and output (pickled, length-prefixed). It dies with this process (``PR_SET_PDEATHSIG``), and is
+    killed and waited for when the assembly ends, so nothing writes into a staging folder being removed."""
+
+    def __init__(self) -> None:
+        root = str(Path(__file__).resolve().parents[1])
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", "from exporter.assemble import _helper_main; _helper_main()", str(os.getpid())],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
+        )
+
+    def lay_over(self, stage: Path, shard: _Shard, new_index: int, from_index: int, *, link: bool
+                 ) -> tuple[AssembledEpisode, dict[str, tuple[str, int]]]:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        _send(self.process.stdin, (stage, shard, new_index, from_index, link))
+        ok, value = _receive(self.process.stdout)
+        if not ok:
+            raise value
+        return value
+
+    def close(self) -> None:
+        self.process.kill()
+        self.process.wait()
+        for pipe in (self.process.stdin, self.process.stdout):
+            if pipe is not None:
+                pipe.close()
+
+
+def _send(pipe: Any, value: Any) -> None:
+    data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    pipe.write(struct.pack("<Q", len(data)) + data)
+    pipe.flush()
+
+
+def _receive(pipe: Any) -> Any:
+    header = pipe.read(8)
+    if len(header) < 8:
+        raise OSError("the assembly helper process ended")
+    data = pipe.read(struct.unpack("<Q", header)[0])
+    return pickle.loads(data)  # noqa: S301  (a pipe to or from this process's own helper)
+
+
+def _helper_main() -> None:
+    """The helper process: lays over the shards it is sent until its input ends."""
+    parent = int(sys.argv[1])
+    with contextlib.suppress(OSError, AttributeError):  # killed with the assembling process, whatever kills it
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # the parent died before the line above
+        return
+    requests = sys.stdin.buffer
+    replies = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # anything printed goes to standard error, not into the replies
+    stats = _NoStats()
+    while True:
+        header = requests.read(8)
+        if len(header) < 8:
+            return
+        job = requests.read(struct.unpack("<Q", header)[0])
+        stage, shard, new_index, from_index, link = pickle.loads(job)  # noqa: S301  (from the assembling process)
+        try:
+            reply: tuple[bool, Any] = (True, _lay_over_one(stage, shard, new_index, from_index, stats, link=link))
+        except Exception as exc:  # raised again in the assembling process
+            reply = (False, exc)
+        _send(replies, reply)
+
+
+class _NoStats:
+    """Statistics are the assembling process's: the helper only splices, copies and hashes."""
+
+    def read_whole(self, data: pq.ParquetFile) -> None:
+        return None
+
+    def add_file(self, *args: Any, **kwargs: Any) -> None:
+        pass
 
 
 def _lay_over_one(
@@ -660,13 +783,13 @@ def _write_episode_row(source: Path, target: Path, shard: _Shard, before: dict[s
     for name, values in new_values.items():
         for stat, value in feature_stats(values).items():
             row[f"stats/{name}/{stat}"] = value
+    columns = table.columns
     for name, value in row.items():
         i = table.schema.get_field_index(name)
         if i >= 0:
-            field = table.schema.field(i)
-            table = table.set_column(i, field, from_values([value], field.type))
+            columns[i] = from_values([value], table.schema.field(i).type)
     target.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, target)
+    pq.write_table(pa.Table.from_arrays(columns, schema=table.schema), target)  # one new table, not one a column
 
 
 def _copy_task_specifications(shard: _Shard, stage: Path, known: dict[str, tuple[str, int]]) -> None:
@@ -696,9 +819,10 @@ def _dataset_info(info: dict[str, Any], episodes: list[AssembledEpisode], tasks:
 
 
 class _DatasetStats:
-    """Every data row of the dataset, gathered a block of rows at a time into one column scratch file
-    per non-video feature (in the staging folder, unlinked), for exact statistics one dimension at a
-    time: memory holds a block or a column, never the dataset."""
+    """Every data row of the dataset, gathered a block of rows at a time into one column scratch per
+    non-video feature, for exact statistics a few dimensions at a time: in memory when the dataset's
+    columns fit ``SCRATCH_MEMORY_BYTES``, else in files in the staging folder (unlinked), so memory holds
+    a block or a few columns, never more than that budget of the dataset."""
 
     def __init__(self, shards: list[_Shard], folder: Path):
         rows = sum(s.episode["length"] for s in shards)
@@ -707,9 +831,13 @@ class _DatasetStats:
             for name, spec in shards[0].info["features"].items()
             if spec["dtype"] != "video"
         }
+        dtypes = {name: np.dtype(np.float32 if dtype == "float32" else np.float64)
+                  for name, (_, dtype) in self.features.items()}
+        in_memory = rows * sum(width * dtypes[name].itemsize
+                               for name, (width, _) in self.features.items()) <= SCRATCH_MEMORY_BYTES
         self.scratches = {
-            name: ColumnScratch(rows, width, np.float32 if dtype == "float32" else np.float64, folder=folder)
-            for name, (width, dtype) in self.features.items()
+            name: ColumnScratch(rows, width, dtypes[name], folder=folder, in_memory=in_memory)
+            for name, (width, _) in self.features.items()
         }
 
     def add(self, columns: dict[str, pa.Array | pa.ChunkedArray], rows: int, first_row: int) -> None:

@@ -408,6 +408,13 @@ def test_stats_in_small_dimension_blocks_are_the_same(shards: list[Path], datase
     assert (out / "meta/stats.json").read_bytes() == (dataset / "meta/stats.json").read_bytes()
 
 
+def test_stats_through_scratch_files_are_the_same(shards: list[Path], dataset: Path, tmp_path: Path, monkeypatch):
+    monkeypatch.setattr("exporter.assemble.SCRATCH_MEMORY_BYTES", 0)  # every column through a scratch file
+    out = tmp_path / "files"
+    assemble_dataset(out, shards, created_at=CREATED_AT)
+    assert (out / "meta/stats.json").read_bytes() == (dataset / "meta/stats.json").read_bytes()
+
+
 def test_failure_while_staging_leaves_nothing(shards: list[Path], tmp_path: Path, monkeypatch):
     def broken(*args, **kwargs):
         raise OSError("disk full")

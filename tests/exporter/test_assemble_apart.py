@@ -4,6 +4,9 @@ links, and verification while copying."""
 import json
 import os
 import shutil
+import subprocess
+import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -141,3 +144,61 @@ def test_a_video_damaged_after_export_is_refused_while_copying(apart: list[Path]
     with pytest.raises(AssemblyError, match=r"shard fails its receipt: videos/.*SHA-256"):
         assemble_dataset(tmp_path / "dataset", [apart[0], damaged])
     assert sorted(os.listdir(tmp_path)) == ["damaged"]
+
+
+def _without_dates(root: Path) -> dict[str, bytes]:
+    """Every file of a dataset but the two that carry the assembly time."""
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and p.name not in ("assembly.json", "dataset-receipt.json")}
+
+
+def test_a_helper_process_lays_over_the_same_dataset(apart: list[Path], tmp_path: Path, monkeypatch):
+    alone = assemble_dataset(tmp_path / "alone", apart, order="given")
+    monkeypatch.setattr("exporter.assemble.HELPER_SHARDS", 1)
+    monkeypatch.setattr("exporter.assemble._LAY_OVER_THREADS", 0)  # every shard through the helper process
+    helped = assemble_dataset(tmp_path / "helped", apart, order="given")
+    assert helped.episodes == alone.episodes
+    assert _without_dates(tmp_path / "helped") == _without_dates(tmp_path / "alone")
+    assert verify_dataset(tmp_path / "helped") == []
+
+
+def test_a_damaged_shard_is_named_from_the_helper_process(apart: list[Path], tmp_path: Path, monkeypatch):
+    damaged = tmp_path / "damaged"
+    shutil.copytree(apart[1], damaged)
+    mp4 = damaged / f"videos/{VIDEO}/chunk-000/file-000.mp4"
+    mp4.write_bytes(mp4.read_bytes()[:-1])
+    monkeypatch.setattr("exporter.assemble.HELPER_SHARDS", 1)
+    monkeypatch.setattr("exporter.assemble._LAY_OVER_THREADS", 0)
+    with pytest.raises(AssemblyError, match=r"shard fails its receipt: videos/.* bytes"):
+        assemble_dataset(tmp_path / "dataset", [apart[0], damaged, apart[2]])
+    assert sorted(os.listdir(tmp_path)) == ["damaged"]
+
+
+def test_the_helper_process_dies_with_the_assembling_process(apart: list[Path], tmp_path: Path):
+    """SIGKILL of the assembling process (as the drills kill a worker) takes its helper with it."""
+    script = (
+        "import sys; from pathlib import Path; import exporter.assemble as a; "
+        "a.HELPER_SHARDS = 1; a._LAY_OVER_THREADS = 0; "  # the assembling process waits on its helper
+        "a.assemble_dataset(Path(sys.argv[1]), [Path(p) for p in sys.argv[2:]], order='given')"
+    )
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    parent = subprocess.Popen([sys.executable, "-c", script, str(tmp_path / "dataset"), *map(str, apart)], env=env,
+                              stderr=subprocess.DEVNULL)
+    helper = None
+    deadline = time.monotonic() + 60
+    while helper is None and parent.poll() is None and time.monotonic() < deadline:
+        children = Path(f"/proc/{parent.pid}/task/{parent.pid}/children")
+        found = children.read_text().split() if children.exists() else []
+        helper = int(found[0]) if found else None
+        time.sleep(0.005)
+    assert helper is not None, "the helper process was never seen"
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{helper}").exists() and time.monotonic() < deadline:
+        state = Path(f"/proc/{helper}/stat").read_text().split(") ")[-1][:1] if Path(f"/proc/{helper}").exists() else ""
+        if state == "Z":  # dead, waiting for its (new) parent to reap it
+            break
+        time.sleep(0.01)
+    stat = Path(f"/proc/{helper}/stat")
+    assert not stat.exists() or stat.read_text().split(") ")[-1][:1] == "Z"
