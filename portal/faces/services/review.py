@@ -240,7 +240,12 @@ AUDITED = ("faces.detected", "faces.box_added", "faces.box_span_removed", "faces
 
 
 def _keyframes(value) -> list[tuple]:
-    return [(int(key[0]), *(round(float(v), 3) for v in key[1:])) for key in value or []]
+    """Keyframes compared by value; ones that do not read as keyframes (a row or event written by hand) stay as
+    they are, so they differ from any readable ones instead of stopping the check."""
+    try:
+        return [(int(key[0]), *(round(float(v), 3) for v in key[1:])) for key in value or []]
+    except (TypeError, ValueError, IndexError, KeyError):
+        return [("unreadable", repr(value))]
 
 
 def audit_mismatches(episode: Episode) -> list[str]:

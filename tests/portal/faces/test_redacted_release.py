@@ -480,6 +480,11 @@ def _shrink_the_added_box(reg, episode, detector):
     return "keyframes are not the ones the audit log recorded"
 
 
+def _garble_the_added_box(reg, episode, detector):
+    FaceSpan.objects.filter(episode=episode).update(keyframes=[["x", None]])
+    return "keyframes are not the ones the audit log recorded"
+
+
 def _remove_a_detection(reg, episode, detector):
     FaceRemoval.objects.create(study=episode.study, episode=episode, detector_id=detector, frame=1, index=0,
                                box=[4, 4, 14, 14], removed_by=reg.ethics)
@@ -495,7 +500,7 @@ def _swap_the_detections(reg, episode, detector):
 
 
 @pytest.mark.parametrize("tamper", [_delete_the_added_box, _take_the_added_box_back, _shrink_the_added_box,
-                                    _remove_a_detection, _swap_the_detections])
+                                    _garble_the_added_box, _remove_a_detection, _swap_the_detections])
 def test_boxes_a_database_writer_changed_after_approval_stop_the_release(
         reg, team, verified, make_request, policy, detector_id, store_detections, tamper):
     """The officers added a box over a missed face, reviewed and approved; someone who can write to the database
