@@ -16,7 +16,7 @@ import math
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -163,13 +163,15 @@ def redact_shard(
     *,
     record: dict[str, Any],
     created_at: datetime | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> RedactionResult:
     """Write `dest`, a copy of the episode shard `source` whose video has every box filled.
 
     `boxes`: frame index -> boxes (x0, y0, x1, y1, pixels, already merged). `record`: facts for
     `ceres/redaction.json` (detector, version, weights digest, threshold, officers' changes, reviewer).
     `created_at` (default now) dates the redaction and the new receipt; the same source, boxes, record
-    and `created_at` give a byte-identical shard.
+    and `created_at` give a byte-identical shard. `progress(frame, frames)` is called as the video's
+    re-encoded frames are written (redact_video), in this thread.
     The shard is staged beside `dest` and renamed into place; on any error nothing is left at `dest`.
     """
     source, dest = Path(source), Path(dest)
@@ -207,7 +209,8 @@ def redact_shard(
                 shutil.copyfile(source / name, staging / name)
         out_video = staging / video_name
         if rects:
-            result = redact_video(source / video_name, info["fps"], out_video, np.array(list(rects)), _filler(rects))
+            result = redact_video(source / video_name, info["fps"], out_video, np.array(list(rects)), _filler(rects),
+                                  progress=progress)
             method, gops, copied, reencoded, frames = (
                 result.method, result.gops, result.gops_copied, result.gops_reencoded, result.frames_reencoded)
             if result.frame_count != frame_count:

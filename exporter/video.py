@@ -660,13 +660,21 @@ def _even_yuv420p(frame: av.VideoFrame, width: int, height: int) -> av.VideoFram
     return picture
 
 
-def redact_video(mp4_path: Path, fps: int, out_path: Path, frames: np.ndarray, fill: FrameTransform) -> RedactedVideo:
+def redact_video(
+    mp4_path: Path,
+    fps: int,
+    out_path: Path,
+    frames: np.ndarray,
+    fill: FrameTransform,
+    progress: Callable[[int, int], None] | None = None,
+) -> RedactedVideo:
     """Write `mp4_path` (an episode video, frame r at r/fps) to `out_path` with `fill` applied to the
     frames listed in `frames` (sorted, unique display indices): a smart cut that re-encodes just the GOPs
     holding such a frame (`fill` sees each of their frames and changes the listed ones) and copies the
     others packet for packet; when the video does not allow a safe cut, every frame is re-encoded with
     the range-aware encoder instead. Either encoder uses REDACT_X264_PRESET. Same frame count and timing
-    either way."""
+    either way. `progress(frame, frames)`, when given, is called with the position in the video of each
+    re-encoded frame (in this thread, so that the caller can write it down; copied GOPs take no time)."""
     display_pts = _display_pts(mp4_path)
     count = int(display_pts.size)
     frames = np.asarray(frames, dtype=np.int64)
@@ -679,6 +687,8 @@ def redact_video(mp4_path: Path, fps: int, out_path: Path, frames: np.ndarray, f
     touched = set(frames.tolist())
 
     def transform(row: int, picture: av.VideoFrame) -> av.VideoFrame:
+        if progress is not None:
+            progress(row + 1, count)
         return fill(row, picture) if row in touched else picture
 
     with _staged(out_path) as staging:

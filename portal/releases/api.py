@@ -36,8 +36,8 @@ class ApprovalSerializer(serializers.ModelSerializer):
 class ReleaseSerializer(serializers.ModelSerializer):
     class Meta:
         model = Release
-        fields = ["prefix", "objects_total", "objects_copied", "objects_found", "attempts", "last_error",
-                  "manifest_sha256", "key_fingerprint", "signed_at", "finished_at"]
+        fields = ["prefix", "objects_total", "objects_copied", "objects_found", "progress_note", "attempts",
+                  "last_error", "manifest_sha256", "key_fingerprint", "signed_at", "finished_at"]
 
 
 class CheckSerializer(serializers.Serializer):

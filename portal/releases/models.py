@@ -212,6 +212,10 @@ class Release(LeasedJob):
     objects_copied = models.PositiveIntegerField(default=0, help_text="Objects in place and checked.")
     objects_found = models.PositiveIntegerField(
         default=0, help_text="Of those, objects an interrupted attempt had already stored with the right digest.")
+    progress_note = models.CharField(
+        max_length=200, blank=True,
+        help_text="What the job is doing before its copies start (under the redact face policy: the episode being "
+                  "redacted and how far its video is).")
     attempts = models.PositiveIntegerField(default=0)
     started_at = models.DateTimeField(auto_now_add=True)
     last_error = models.TextField(blank=True)

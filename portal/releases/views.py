@@ -229,6 +229,7 @@ def release_status(request: HttpRequest, study, number: int) -> JsonResponse:
         "gate_pending": release.items.filter(inspected_at__isnull=True).exists(),
         "objects_copied": executed.objects_copied if executed else 0,
         "objects_total": executed.objects_total if executed else 0,
+        "progress_note": executed.progress_note if executed else "",
         "last_error": executed.last_error if executed else "",
     })
 

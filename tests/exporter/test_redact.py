@@ -141,6 +141,19 @@ def test_untouched_gops_are_copied_and_the_rest_changes_only_by_reencoding(shard
     assert noise.mean() < 2.0 and changed < 0.02
 
 
+def test_progress_follows_the_reencoded_frames_and_leaves_the_shard_unchanged(shard, redacted, tmp_path):
+    calls = []
+    dest = tmp_path / "episode-000000"
+    redact_shard(shard, dest, BOXES, record=dict(RECORD), progress=lambda frame, total: calls.append((frame, total)))
+    # GOPs 0 and 2 are re-encoded (frames 0-59 and 120-179), GOP 1 copied: progress names each re-encoded
+    # frame's position in the whole video, in order, and nothing for the copied GOP
+    assert calls == [(frame, FRAMES) for frame in [*range(1, 61), *range(121, 181)]]
+    # the same bytes as without a progress callback, but for the two files that carry the time of the redaction
+    dated = {"ceres/redaction.json", RECEIPT}
+    assert {name: digest for name, digest in digests(dest).items() if name not in dated} == {
+        name: digest for name, digest in digests(redacted[0]).items() if name not in dated}
+
+
 def test_derived_shard_keeps_frames_timing_and_size_and_verifies(shard, redacted):
     dest, before, after, result = redacted
     src, src_pts, src_size = frames(shard / VIDEO)

@@ -149,9 +149,16 @@ def _publish(release: ReleaseRequest) -> None:
     # Under the redact face policy each episode is published as its derived shard (made, or found whole from an
     # earlier attempt, in the shards storage), never as the original.
     derived = {}
-    for item in (item for item in items if redacted.redactable(release, item)):
-        derived[item.pk] = redacted.derive(release, item)
-        _heartbeat(executed, 0, 0)  # the lease renewed after each derived shard
+    redacting = [item for item in items if redacted.redactable(release, item)]
+    # A long video takes minutes to redact: the lease is renewed, with where the job is, while it is re-encoded.
+    beat = leases.Heartbeat(executed, _heartbeat_every())
+    for number, item in enumerate(redacting, start=1):
+        doing = f"redacting {item.folder} ({number} of {len(redacting)})"
+        beat(force=True, progress_note=doing)
+        derived[item.pk] = redacted.derive(release, item, progress=lambda frame, frames, doing=doing: beat(
+            progress_note=f"{doing}: frame {frame} of {frames}"))
+    if redacting:
+        beat(force=True, progress_note="")
     copies = [(derived[item.pk]["prefix"] + entry["path"] if item.pk in derived
                else item.episode.prefix + entry["path"], f"{executed.prefix}{item.folder}/{entry['path']}", entry,
                # The MD5 the verification job took of this shard object's bytes as it checked them against this

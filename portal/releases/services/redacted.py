@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -108,9 +109,11 @@ def _stored(shards, prefix: str, scratch: Path) -> list[dict[str, Any]] | None:
     return files
 
 
-def derive(release: ReleaseRequest, item: ReleaseItem) -> dict[str, Any]:
+def derive(release: ReleaseRequest, item: ReleaseItem,
+           progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """The derived shard of ``item`` in the shards storage (made now, or reused when an earlier attempt stored it
-    whole): ``prefix``, ``receipt_sha256``, ``files`` and the ``redaction`` facts the manifest names."""
+    whole): ``prefix``, ``receipt_sha256``, ``files`` and the ``redaction`` facts the manifest names.
+    ``progress(frame, frames)`` is called while the video is re-encoded (redact_shard), in this thread."""
     shards = storage.shards()
     prefix = derived_prefix(release, item)
     with tempfile.TemporaryDirectory(prefix="ceres-redact-") as scratch:
@@ -129,7 +132,7 @@ def derive(release: ReleaseRequest, item: ReleaseItem) -> dict[str, Any]:
             dest = root / "derived"
             try:
                 redact_shard(source, dest, faces_review.merged_boxes(item.episode), record=_record(item),
-                             created_at=release.decided_at)
+                             created_at=release.decided_at, progress=progress)
             except RedactionError as exc:
                 raise ObjectMismatch(f"{item.folder}: the redacted shard could not be made: {exc}") from None
             problems = verify_shard(dest)

@@ -175,6 +175,44 @@ def boxed(reg, team, verified, make_request, policy, detector_id, store_detectio
     return released
 
 
+def test_the_release_job_shows_which_episode_it_redacts_and_keeps_its_lease_while_it_does(
+        reg, team, verified, make_request, policy, detector_id, store_detections, monkeypatch):
+    policy("redact")
+    episodes = verified(2)
+    for episode in episodes:
+        store_detections(episode, {frame: [(4, 4, 14, 14)] for frame in range(episode.length)})
+        with scope(study=reg.study):
+            review.mark_reviewed(reg.ethics, episode)
+    request = make_request(episodes)
+    monkeypatch.setattr(publish, "HEARTBEAT_SECONDS", 0)  # every frame's progress written, to see them all
+    written = []
+    renew = publish.leases.renew
+
+    def renew_and_keep(job, **progress):  # the real heartbeat; what it wrote read back from the row
+        renew(job, **progress)
+        row = type(job).objects.get(pk=job.pk)
+        written.append((row.progress_note, row.lease_until))
+
+    monkeypatch.setattr(publish.leases, "renew", renew_and_keep)
+    released = _publish(request, team)
+    assert released.state == State.RELEASED, released.reason
+    with scope(study=reg.study):
+        items = [(item.folder, item.episode.length) for item in released.items.select_related("episode")]
+    notes = [note for note, _ in written if note]
+    starts = []
+    for number, (folder, length) in enumerate(items, start=1):
+        doing = f"redacting {folder} ({number} of 2)"
+        starts.append(notes.index(doing))
+        frames = [note for note in notes if note.startswith(doing + ": frame ")]
+        # every frame is boxed, so every frame is re-encoded and reported, in order, up to the last
+        assert frames == [f"{doing}: frame {frame} of {length}" for frame in range(1, length + 1)]
+    assert starts == sorted(starts)
+    # each write renewed the lease, never moving it back; the note is cleared once the copies start
+    leases = [until for _, until in written]
+    assert all(until is not None for until in leases) and leases == sorted(leases)
+    assert written[-1][0] == "" and released.release.progress_note == ""
+
+
 def test_detect_releases_the_original_unchanged(reg, team, verified, make_request, policy, detector_id,
                                                 store_detections, tmp_path):
     policy("detect")
@@ -202,8 +240,8 @@ def test_a_redact_release_that_would_publish_the_original_video_fails(reg, team,
         review.mark_reviewed(reg.ethics, episode)
     real = redacted.derive
 
-    def leaky(release, item):  # a derived shard listing the original's files: the storage scan refuses it
-        made = real(release, item)
+    def leaky(release, item, progress=None):  # a derived shard listing the original's files: the scan refuses it
+        made = real(release, item, progress)
         return {**made, "prefix": item.episode.prefix, "files": item.files}
 
     monkeypatch.setattr(redacted, "derive", leaky)

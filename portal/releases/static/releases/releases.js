@@ -1,5 +1,6 @@
 // Release pages: tick every episode on the page; a request being inspected or released polls its status and
-// reloads when its state (or the gate's pending state) changes, showing the objects copied meanwhile.
+// reloads when its state (or the gate's pending state) changes, showing the objects copied meanwhile and what the
+// job is doing before its copies start (the episode being redacted).
 (function () {
   "use strict";
   const tickAll = document.getElementById("tick-all");
@@ -22,6 +23,12 @@
           const bar = document.getElementById("release-progress");
           if (copied) { copied.textContent = data.objects_copied; }
           if (bar) { bar.value = data.objects_copied; }
+          const note = document.getElementById("progress-note");
+          if (note) {
+            const text = data.progress_note || "";
+            note.textContent = text.charAt(0).toUpperCase() + text.slice(1);
+            note.hidden = !text;
+          }
           setTimeout(poll, 1000);
         })
         .catch(function () { setTimeout(poll, 3000); });
