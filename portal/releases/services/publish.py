@@ -88,12 +88,16 @@ def publish_release(request_id: int) -> ReleaseRequest | None:
         _require_consent(release)
         _publish(release)
     except NotApproved as exc:
-        # Nothing that was not approved stays in the releases storage, not even unsigned.
+        # Nothing that was not approved stays in the releases storage, not even unsigned, nor a derived shard made
+        # from boxes nobody approved.
         storage.delete_prefix(storage.releases(), release.prefix)
+        storage.delete_prefix(storage.shards(), redacted.release_prefix(release))
         fail_not_approved(release, exc.problems)
     except ConsentGone as exc:
-        # Nothing of a withdrawn person stays in the releases storage, not even in a release never published.
+        # Nothing of a withdrawn person stays in the releases storage, not even in a release never published, and
+        # no derived shard made for it (a retry would stop at the same check).
         storage.delete_prefix(storage.releases(), release.prefix)
+        storage.delete_prefix(storage.shards(), redacted.release_prefix(release))
         fail_release(release, f"release failed: {exc}")
     except (ObjectMismatch, FileNotFoundError, CardProblem) as exc:
         fail_release(release, f"release failed: {exc}")

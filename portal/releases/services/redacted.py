@@ -54,6 +54,11 @@ def box_mismatches(release: ReleaseRequest) -> list[str]:
             if redactable(release, item) for problem in faces_review.audit_mismatches(item.episode)]
 
 
+def release_prefix(release: ReleaseRequest) -> str:
+    """Where the derived shards of a release are kept in the shards storage (one folder per episode inside)."""
+    return f"{PREFIX}{release.uid}/"
+
+
 def derived_prefix(release: ReleaseRequest, item: ReleaseItem) -> str:
     return f"{PREFIX}{release.uid}/{item.folder}/"
 

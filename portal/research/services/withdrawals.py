@@ -135,6 +135,13 @@ def apply_withdrawal(withdrawal_id: int) -> Withdrawal | None:
     for done, release in enumerate(releases, start=1):
         _progress(withdrawal, "releases", done - 1, len(releases))
         _withdraw_from_release(withdrawal, release, withdrawn)
+    # The derived (redacted) shards a redact release made of the withdrawn episodes go as those of the released
+    # ones do (in _withdraw_from_release), whatever became of the release: one that failed keeps them for a retry,
+    # one still to run stops at its consent check.
+    made = ReleaseItem.objects.filter(request__study_id=withdrawal.study_id, request__face_policy="redact",
+                                      episode_index__in=withdrawn).exclude(request__state__in=HOLDING)
+    for uid, index in made.order_by("request__number", "episode_index").values_list("request__uid", "episode_index"):
+        storage.delete_prefix(storage.shards(), f"{redacted.PREFIX}{uid}/{episode_folder(index)}/")
     for open_release in ReleaseRequest.objects.filter(pk__in=reach["open_requests"]):
         reject_open(open_release, reason=_open_reason(open_release, withdrawn))
     datasets = list(Dataset.objects.filter(pk__in=[d["id"] for d in reach["datasets"]]).select_related("study"))

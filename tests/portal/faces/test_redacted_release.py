@@ -337,6 +337,63 @@ def test_a_withdrawal_of_a_redacted_episode_removes_its_derived_objects(reg, box
     assert storage.walk(storages["releases"], released) == []
 
 
+@pytest.fixture
+def failed_redact(reg, team, verified, make_request, policy, detector_id, store_detections, monkeypatch):
+    """A redact release whose job made its derived shard, then failed (a copy refused): the derived shard stays
+    for a retry."""
+    policy("redact")
+    episode = verified(1)[0]
+    store_detections(episode, {0: [(4, 4, 14, 14)]})
+    with scope(study=reg.study):
+        review.mark_reviewed(reg.ethics, episode)
+
+    def refused(*args, **kwargs):
+        raise storage.ObjectMismatch("the copy does not match its receipt")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(publish, "_refuse_originals", refused)
+        failed = _publish(make_request([episode]), team)
+    assert failed.state == State.FAILED, failed.state
+    with scope(study=reg.study):
+        derived = redacted.derived_prefix(failed, failed.items.get())
+    assert storage.walk(storage.shards(), derived)
+    return failed, derived
+
+
+def test_a_withdrawal_removes_the_derived_shard_a_failed_release_kept(reg, failed_redact,
+                                                                      django_capture_on_commit_callbacks, sent_tasks):
+    failed, derived = failed_redact
+    assert research.run(research.withdraw(reg, django_capture_on_commit_callbacks, sent_tasks)).state == "done"
+    assert storage.walk(storage.shards(), derived) == []
+    assert storage.walk(storages["releases"], failed.prefix) == []
+
+
+@pytest.mark.parametrize("refusal", ["consent", "approval"])
+def test_a_release_stopped_by_a_withdrawal_or_an_unapproved_change_keeps_no_derived_shard(
+        reg, team, verified, make_request, policy, detector_id, store_detections, monkeypatch, refusal):
+    policy("redact")
+    episode = verified(1)[0]
+    store_detections(episode, {0: [(4, 4, 14, 14)]})
+    with scope(study=reg.study):
+        review.mark_reviewed(reg.ethics, episode)
+    checks = {"consent": "_require_consent", "approval": "_require_approved"}
+    real = getattr(publish, checks[refusal])
+    calls = []
+
+    def late(release, **kwargs):  # passes before the copies, refuses at signing / under the final lock
+        calls.append(kwargs)
+        if len(calls) > 1:
+            raise (publish.ConsentGone("consent withdrawn") if refusal == "consent"
+                   else publish.NotApproved(["a row changed after the approval"]))
+        return real(release, **kwargs)
+
+    monkeypatch.setattr(publish, checks[refusal], late)
+    stopped = _publish(make_request([episode]), team)
+    assert len(calls) > 1 and stopped.state == State.FAILED, stopped.state
+    assert storage.walk(storage.shards(), redacted.release_prefix(stopped)) == []
+    assert storage.walk(storages["releases"], stopped.prefix) == []
+
+
 def test_a_dataset_from_a_redact_release_assembles_with_the_redacted_video(reg, team, verified, make_request, policy,
                                                                            detector_id, store_detections,
                                                                            make_researcher, tmp_path, test_output):
