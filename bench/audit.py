@@ -7,7 +7,10 @@ measures, in this process with Django's test client (the whole middleware, view 
 - the audit view's first page: p50 / p99 / max over ``--requests`` requests warm (one connection), and "cold"
   (a new database connection for every request: the backend's catalog and plan caches empty; PostgreSQL's shared
   buffers and the page cache stay as they are, which only a restart of the server and a dropped page cache would
-  change). Its anchor, in the same run: the same page's query written as an equality on the study (``study_id =
+  change); and, with ``--restart CMD``, truly cold: ``--restarts`` times, CMD (a shell command that restarts
+  PostgreSQL and drops the page cache, as root; nothing is assumed about how) run, the server waited for, then
+  the first request timed (a new backend, empty shared buffers, the index and heap pages read from disk) and the
+  one after it. Its anchor, in the same run: the same page's query written as an equality on the study (``study_id =
   X ORDER BY seq DESC``), which PostgreSQL answers by walking the chain's seq index past every newer event;
 - the CSV export of the study's events: wall time, rows, bytes and this process's peak RSS above what it was before
   (sampled every 50 ms). On PostgreSQL the export is itself a COPY whose columns are formatted in SQL as the Python
@@ -17,6 +20,8 @@ measures, in this process with Django's test client (the whole middleware, view 
     export DATABASE_URL=postgres://postgres@127.0.0.1:5432/ceres_audit   # a database of its own
     .venv/bin/python manage.py migrate
     .venv/bin/python bench/audit.py --events 1000000
+    .venv/bin/python bench/audit.py --events 1000000 --restarts 10 \
+        --restart "pg_ctlcluster --skip-systemctl-redirect 15 main restart && sync && echo 3 > /proc/sys/vm/drop_caches"
 
 The seeded events stay (the log is append-only): run it on a database of its own. A second run with the same
 ``--study`` measures the events already there.
@@ -99,6 +104,8 @@ def main() -> None:
     parser.add_argument("--after", type=int, default=300_000, help="other events after them (default 300 000)")
     parser.add_argument("--study", default="auditbench")
     parser.add_argument("--requests", type=int, default=50, help="first-page requests each way (default 50)")
+    parser.add_argument("--restart", help="a shell command that restarts PostgreSQL and drops the page cache")
+    parser.add_argument("--restarts", type=int, default=10, help="cold rounds with --restart (default 10)")
     args = parser.parse_args()
     if not os.environ.get("DATABASE_URL", "").startswith("postgres"):
         parser.error("set DATABASE_URL to a PostgreSQL database of its own")
@@ -151,6 +158,20 @@ def main() -> None:
         connection.close()
         cold.append(page())
 
+    restarted, after_restart = [], []
+    for _ in range(args.restarts if args.restart else 0):
+        connection.close()
+        subprocess.run(["/bin/sh", "-c", args.restart], check=True)  # the operator's own command
+        for _attempt in range(600):  # until the server accepts connections again
+            try:
+                connection.ensure_connection()
+                break
+            except Exception:  # the driver's error while the server starts
+                time.sleep(0.1)
+        connection.close()  # the request opens its own: its backend's start counts, as a new worker's would
+        restarted.append(page())
+        after_restart.append(page())
+
     with CaptureQueriesContext(connection) as captured:
         page()
     sent = next(query["sql"] for query in captured.captured_queries
@@ -172,6 +193,10 @@ def main() -> None:
     print("| --- | --- |")
     print(f"| warm, {args.requests} requests | {_percentiles(warm)} |")
     print(f"| a new connection each, {args.requests} requests | {_percentiles(cold)} |")
+    if restarted:
+        print(f"| cold: PostgreSQL restarted and the page cache dropped before each, {len(restarted)} requests | "
+              f"{_percentiles(restarted)} |")
+        print(f"| the request after each of those | {_percentiles(after_restart)} |")
     print(f"| its query alone, {len(query)} runs | {_percentiles(query)} |")
     print(f"| anchor: its query as `study_id = X ORDER BY seq DESC` alone, {len(anchor)} runs | "
           f"{_percentiles(anchor)} |\n", flush=True)
