@@ -87,44 +87,59 @@ def _recordings_url(study) -> str:
     return reverse("recording-list", args=[study.code])
 
 
-def state_badge(recording: Recording) -> str:
-    """``recordings/_state.html`` built in Python, for a list's 50 rows (the include costs more than the row)."""
+def state_badge(recording) -> str:
+    """``recordings/_state.html`` built in Python, for a list's 50 rows (the include costs more than the row):
+    ``recording`` is a Recording or a row with its ``state`` and ``progress``."""
     progress = f" {recording.progress}%" if recording.state == Recording.State.RUNNING else ""
     # The include's text ends with its file's newline.
     return format_html('<span class="status status-{}" data-state="{}">{}{}</span>\n', recording.state,
                        recording.state, STATE_LABEL(recording.state), progress)
 
 
-def _episode_folder(recording: Recording) -> str:
-    try:
-        return recording.episode.folder
-    except Episode.DoesNotExist:  # not exported (yet)
-        return "—"
+def _label(registered: str | None, claimed: str | None) -> str:
+    """``Recording.headset_label`` and ``demonstrator_label`` of a list row."""
+    if registered is not None:
+        return registered
+    return f"{claimed} (not registered)" if claimed else "—"
 
 
-def recording_rows(recordings) -> list[dict[str, object]]:
-    """The recordings list's cells, made once per row in Python: the template prints them without filters or
-    includes (the same text the model's properties and ``date``/``truncatechars`` give)."""
-    return [{
-        "uid": str(recording.uid),
-        "name": str(recording),
-        "recorded": display.minute(recording.recorded_at),
-        "headset": recording.headset_label,
-        "demonstrator": recording.demonstrator_label,
-        "state": state_badge(recording),
-        "reason": Truncator(recording.reason).chars(140) if recording.reason else "",
-        "episode": _episode_folder(recording),
-        "audio": AUDIO_LABEL(recording.audio),
-    } for recording in recordings]
+# One row of the recordings table (the text the template's loop printed for it, escaped as it escaped).
+RECORDING_ROW = """
+    <tr data-uid="{uid}">
+      <td class="ident long"><a href="{url}{uid}/">{name}</a></td>
+      <td class="ident">{recorded}</td>
+      <td class="ident">{headset}</td>
+      <td class="ident long">{demonstrator}</td>
+      <td>{state}{reason}</td>
+      <td class="ident">{episode}</td>
+      <td>{audio}</td>
+    </tr>
+    """
+
+
+def recording_rows(rows, recordings_url: str) -> list[str]:
+    """The recordings list's rows as HTML, made in Python once per row from ``Recording.objects.list_rows()``
+    (the same text the model's properties, ``date``/``truncatechars`` and the template gave)."""
+    return [format_html(
+        RECORDING_ROW, uid=str(row.uid), url=recordings_url, name=row.capture_id or row.original_name,
+        recorded=display.minute(row.recorded_at),
+        headset=_label(row.headset__headset_id, row.claimed_headset_id),
+        demonstrator=_label(row.demonstrator__designator, row.claimed_demonstrator_id),
+        state=state_badge(row),
+        reason=(format_html('<br><small class="error">{}</small>', Truncator(row.reason).chars(140)) if row.reason
+                else ""),
+        episode="—" if row.episode__episode_index is None else f"episode-{row.episode__episode_index:06d}",
+        audio=AUDIO_LABEL(row.audio),
+    ) for row in rows]
 
 
 @study_view(COORDINATOR, ETHICS)
 def recording_list(request: HttpRequest, study) -> HttpResponse:
     filters = RecordingFilter(request.GET, study=study)
-    page = list_page(request, filters.apply(Recording.objects.listed()), RECORDING_ORDER)
+    page = list_page(request, filters.apply(Recording.objects.list_rows()), RECORDING_ORDER)
     return render(request, "recordings/list.html", {
-        "study": study, "filters": filters, "recordings_url": _recordings_url(study),
-        "page": page, "rows": recording_rows(page.rows),
+        "study": study, "filters": filters,
+        "page": page, "rows": recording_rows(page.rows, _recordings_url(study)),
         "upload_form": UploadForm() if COORDINATOR in request.study_roles else None,
     })
 
