@@ -243,34 +243,46 @@ class EpisodeFilter(RenderedOnce, forms.Form):
 ALERTS_SHOWN = 20
 
 
-def episode_rows(episodes) -> list[dict[str, object]]:
-    """The episodes list's cells, made once per row (see ``recording_rows``)."""
-    return [{
-        "folder": episode.folder,
-        "frames": f"{episode.from_index}\N{EN DASH}{episode.to_index - 1} ({episode.length})",
-        "uid": str(episode.recording.uid),
-        "recording": str(episode.recording),
-        "demonstrator": str(episode.recording.demonstrator) if episode.recording.demonstrator else "—",
-        "exported": display.minute(episode.exported_at, "allocated"),
-        "receipt": episode.receipt_status,
-        "receipt_label": RECEIPT_LABEL(episode.receipt_status),
-        "audio": display.yesno(episode.raw_audio_retained),
-    } for episode in episodes]
+# One row of the episodes table (see ``RECORDING_ROW``).
+EPISODE_ROW = """
+    <tr>
+      <td>{folder}</td>
+      <td>{frames}</td>
+      <td><a href="{url}{uid}/">{recording}</a></td>
+      <td class="ident">{demonstrator}</td>
+      <td>{exported}</td>
+      <td><span class="status status-{receipt}">{receipt_label}</span></td>
+      <td>{audio}</td>
+    </tr>
+    """
+EPISODE_COLUMNS = ("episode_index", "from_index", "length", "exported_at", "receipt_status", "raw_audio_retained",
+                   "recording__uid", "recording__capture_id", "recording__original_name",
+                   "recording__demonstrator__designator")
+
+
+def episode_rows(rows, recordings_url: str) -> list[str]:
+    """The episodes list's rows as HTML, made once per row from ``EPISODE_COLUMNS`` (see ``recording_rows``)."""
+    return [format_html(
+        EPISODE_ROW, folder=f"episode-{row.episode_index:06d}",
+        frames=f"{row.from_index}\N{EN DASH}{row.from_index + row.length - 1} ({row.length})",
+        url=recordings_url, uid=str(row.recording__uid),
+        recording=row.recording__capture_id or row.recording__original_name,
+        demonstrator=_label(row.recording__demonstrator__designator, None),
+        exported=display.minute(row.exported_at, "allocated"), receipt=row.receipt_status,
+        receipt_label=RECEIPT_LABEL(row.receipt_status), audio=display.yesno(row.raw_audio_retained),
+    ) for row in rows]
 
 
 @study_view(COORDINATOR, ETHICS)
 def episode_list(request: HttpRequest, study) -> HttpResponse:
     filters = EpisodeFilter(request.GET)
-    episodes = Episode.objects.select_related("recording", "recording__demonstrator").only(
-        "episode_index", "from_index", "length", "exported_at", "receipt_status", "raw_audio_retained",
-        "recording__uid", "recording__capture_id", "recording__original_name", "recording__demonstrator__designator",
-    )
+    episodes = Episode.objects.values_list(*EPISODE_COLUMNS, named=True)
     alerts = Alert.objects.filter(kind=Alert.Kind.RECEIPT_MISMATCH, state__in=Alert.UNRESOLVED)
     shown = list(alerts.only("created_at", "message")[:ALERTS_SHOWN])
     page = list_page(request, filters.apply(episodes), EPISODE_ORDER)
     return render(request, "recordings/episodes.html", {
-        "study": study, "filters": filters, "recordings_url": _recordings_url(study),
-        "page": page, "rows": episode_rows(page.rows),
+        "study": study, "filters": filters,
+        "page": page, "rows": episode_rows(page.rows, _recordings_url(study)),
         "alerts": shown,
         # Fewer than a full list shown: they are all there is (no count to ask; usually none at all).
         "alert_count": RowCount(len(shown), exact=True) if len(shown) < ALERTS_SHOWN else count_rows(alerts),
