@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from datetime import datetime
+from html import escape as _escape
 
 from django.middleware.csrf import get_token
 from django.utils import timezone
 from django.utils.encoding import force_str
 from django.utils.html import format_html
+from django.utils.safestring import SafeString, mark_safe
 
 
 def minute(value: datetime | None, default: str = "—") -> str:
@@ -48,3 +50,12 @@ def csrf_token(request) -> str:
 def csrf_input(token: str) -> str:
     """``{% csrf_token %}`` of a row written in Python."""
     return format_html('<input type="hidden" name="csrfmiddlewaretoken" value="{}">', token)
+
+
+def row_html(template: str, **values: object) -> SafeString:
+    """``format_html(template, **values)`` for the rows of a list: each value escaped as ``conditional_escape``
+    escapes it (HTML it marks safe as it is, anything else as text: ``&<>"'``), without its per-call wrappers (a
+    list page formats some 500 values)."""
+    return mark_safe(template.format_map({  # noqa: S308  (every value escaped or already safe HTML)
+        name: value.__html__() if hasattr(value, "__html__") else _escape(str(value)) for name, value in values.items()
+    }))

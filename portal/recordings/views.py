@@ -92,8 +92,8 @@ def state_badge(recording) -> str:
     ``recording`` is a Recording or a row with its ``state`` and ``progress``."""
     progress = f" {recording.progress}%" if recording.state == Recording.State.RUNNING else ""
     # The include's text ends with its file's newline.
-    return format_html('<span class="status status-{}" data-state="{}">{}{}</span>\n', recording.state,
-                       recording.state, STATE_LABEL(recording.state), progress)
+    return display.row_html('<span class="status status-{state}" data-state="{state}">{label}{progress}</span>\n',
+                            state=recording.state, label=STATE_LABEL(recording.state), progress=progress)
 
 
 def _label(registered: str | None, claimed: str | None) -> str:
@@ -120,7 +120,7 @@ RECORDING_ROW = """
 def recording_rows(rows, recordings_url: str) -> list[str]:
     """The recordings list's rows as HTML, made in Python once per row from ``Recording.objects.list_rows()``
     (the same text the model's properties, ``date``/``truncatechars`` and the template gave)."""
-    return [format_html(
+    return [display.row_html(
         RECORDING_ROW, uid=str(row.uid), url=recordings_url, name=row.capture_id or row.original_name,
         recorded=display.minute(row.recorded_at),
         headset=_label(row.headset__headset_id, row.claimed_headset_id),
@@ -262,8 +262,7 @@ EPISODE_COLUMNS = ("episode_index", "from_index", "length", "exported_at", "rece
 
 def episode_rows(rows, recordings_url: str) -> list[str]:
     """The episodes list's rows as HTML, made once per row from ``EPISODE_COLUMNS`` (see ``recording_rows``)."""
-    return [format_html(
-        EPISODE_ROW, folder=f"episode-{row.episode_index:06d}",
+    return [display.row_html(EPISODE_ROW, folder=f"episode-{row.episode_index:06d}",
         frames=f"{row.from_index}\N{EN DASH}{row.from_index + row.length - 1} ({row.length})",
         url=recordings_url, uid=str(row.recording__uid),
         recording=row.recording__capture_id or row.recording__original_name,

@@ -18,6 +18,7 @@ from portal.access.permissions import study_view
 from portal.audit import study_log
 from portal.audit.forms import AuditFilter
 from portal.audit.models import AuditEvent
+from portal.core import display
 from portal.core.pagination import list_page
 
 COORDINATOR, ETHICS = Role.COORDINATOR, Role.ETHICS_OFFICER
@@ -77,8 +78,7 @@ def event_rows(events, audit_url: str) -> list[str]:
     """The audit view's rows as HTML, made once per row in Python from named rows of ``study_log.LISTED``: an
     event's page is ``audit_url`` plus its seq, its object's history the view filtered on the object
     (``urlencode`` as the filter does)."""
-    return [format_html(
-        EVENT_ROW, seq=event.seq, url=audit_url,
+    return [display.row_html(EVENT_ROW, seq=event.seq, url=audit_url,
         created=timezone.localtime(event.created_at).strftime("%Y-%m-%d %H:%M:%S"),
         actor=event.actor_label, action=event.action,
         target_type=event.target_type or "—", target_label=event.target_label,

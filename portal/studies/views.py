@@ -255,14 +255,13 @@ def headset_rows(rows, headsets_url: str, csrf_token: str, retire_on: str) -> li
     """The headsets list's rows as HTML, made once per row in Python from ``HEADSET_COLUMNS`` (``core.display``); a
     headset's forms post to ``headsets_url`` plus its own path (urls.py), one reverse() per list."""
     csrf = display.csrf_input(csrf_token)
-    return [format_html(
-        HEADSET_ROW, headset_id=row.headset_id, model=row.model or "—",
+    return [display.row_html(HEADSET_ROW, headset_id=row.headset_id, model=row.model or "—",
         registered=display.minute(row.registered_at, ""), registered_by=str(row.registered_by__username),
         url=headsets_url, pk=row.pk, csrf=csrf,
         assigned_on=row.assigned_on.isoformat() if row.assigned_on else "",
         registered_on=display.day(row.registered_at),
         retired_on=formats.localize(row.retired_on) if row.retired_on else "—",
-        retire="" if row.retired_on else format_html(RETIRE_FORM, url=headsets_url, pk=row.pk, csrf=csrf,
+        retire="" if row.retired_on else display.row_html(RETIRE_FORM, url=headsets_url, pk=row.pk, csrf=csrf,
                                                      retire_on=retire_on),
     ) for row in rows]
 
@@ -396,8 +395,7 @@ def demonstrator_rows(rows, demonstrators_url: str) -> list[str]:
     html = []
     for row in rows:
         withdrawn = counts.get((row.pk, ConsentEvent.Kind.WITHDRAWN), 0)
-        html.append(format_html(
-            DEMONSTRATOR_ROW, url=demonstrators_url, pk=row.pk, designator=row.designator,
+        html.append(display.row_html(DEMONSTRATOR_ROW, url=demonstrators_url, pk=row.pk, designator=row.designator,
             headset=row.headset__headset_id or "—", given=counts.get((row.pk, ConsentEvent.Kind.GIVEN), 0),
             withdrawn=format_html(', <span class="error">{} withdrawn</span>', withdrawn) if withdrawn else "",
             registered=display.day(row.created_at)))
