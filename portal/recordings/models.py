@@ -38,13 +38,12 @@ class StudyDataset(models.Model):
 
 
 class RecordingQuerySet(models.QuerySet):
-    def list_rows(self) -> RecordingQuerySet:
-        """What a list of recordings shows, and nothing else (no JSON blobs, only the claims the labels need), as
-        named rows of plain values: ``LIST_COLUMNS``, the keyset's included. The recordings page's 50 rows are no
-        model instances, nor their headsets', demonstrators' and episodes' (a third of the page's CPU)."""
+    def listed(self) -> RecordingQuerySet:
+        """What a list of recordings shows, and nothing else (no JSON blobs, only the claims the labels need):
+        read as named rows of ``LIST_COLUMNS`` (``core.pagination.list_page``'s ``columns``). The recordings page's
+        50 rows are no model instances, nor their headsets', demonstrators' and episodes' (a third of its CPU)."""
         return self.annotate(
-            claimed_headset_id=KT("claims__headset_id"), claimed_demonstrator_id=KT("claims__demonstrator_id"),
-        ).values_list(*LIST_COLUMNS, named=True)
+            claimed_headset_id=KT("claims__headset_id"), claimed_demonstrator_id=KT("claims__demonstrator_id"))
 
 
 LIST_COLUMNS = ("pk", "uid", "state", "reason", "progress", "capture_id", "original_name", "recorded_at", "audio",

@@ -21,7 +21,7 @@ from portal.core.errors import refusals
 from portal.core.forms import RenderedOnce, date_input
 from portal.core.pagination import RowCount, count_rows, list_page
 from portal.fixity.models import Alert
-from portal.recordings.models import Episode, Recording
+from portal.recordings.models import LIST_COLUMNS, Episode, Recording
 from portal.recordings.quarantine import registry_fixes
 from portal.recordings.services import export, ingest
 from portal.studies.services.demonstrators import normalise_designator
@@ -118,7 +118,7 @@ RECORDING_ROW = """
 
 
 def recording_rows(rows, recordings_url: str) -> list[str]:
-    """The recordings list's rows as HTML, made in Python once per row from ``Recording.objects.list_rows()``
+    """The recordings list's rows as HTML, made in Python once per row of ``LIST_COLUMNS``
     (the same text the model's properties, ``date``/``truncatechars`` and the template gave)."""
     return [display.row_html(
         RECORDING_ROW, uid=str(row.uid), url=recordings_url, name=row.capture_id or row.original_name,
@@ -136,7 +136,7 @@ def recording_rows(rows, recordings_url: str) -> list[str]:
 @study_view(COORDINATOR, ETHICS)
 def recording_list(request: HttpRequest, study) -> HttpResponse:
     filters = RecordingFilter(request.GET, study=study)
-    page = list_page(request, filters.apply(Recording.objects.list_rows()), RECORDING_ORDER)
+    page = list_page(request, filters.apply(Recording.objects.listed()), RECORDING_ORDER, columns=LIST_COLUMNS)
     return render(request, "recordings/list.html", {
         "study": study, "filters": filters,
         "page": page, "rows": recording_rows(page.rows, _recordings_url(study)),
@@ -275,10 +275,9 @@ def episode_rows(rows, recordings_url: str) -> list[str]:
 @study_view(COORDINATOR, ETHICS)
 def episode_list(request: HttpRequest, study) -> HttpResponse:
     filters = EpisodeFilter(request.GET)
-    episodes = Episode.objects.values_list(*EPISODE_COLUMNS, named=True)
     alerts = Alert.objects.filter(kind=Alert.Kind.RECEIPT_MISMATCH, state__in=Alert.UNRESOLVED)
     shown = list(alerts.only("created_at", "message")[:ALERTS_SHOWN])
-    page = list_page(request, filters.apply(episodes), EPISODE_ORDER)
+    page = list_page(request, filters.apply(Episode.objects.all()), EPISODE_ORDER, columns=EPISODE_COLUMNS)
     return render(request, "recordings/episodes.html", {
         "study": study, "filters": filters,
         "page": page, "rows": episode_rows(page.rows, _recordings_url(study)),

@@ -109,8 +109,8 @@ def release_list(request: HttpRequest, study) -> HttpResponse:
         requests_ = requests_.filter(requested_by=request.user)
     if state:
         requests_ = requests_.filter(state=state)
-    page = list_page(request, requests_.annotate(approval_count=_approval_count()).values_list(
-        *REQUEST_COLUMNS, named=True), REQUEST_ORDER)
+    page = list_page(request, requests_.annotate(approval_count=_approval_count()), REQUEST_ORDER,
+                     columns=REQUEST_COLUMNS)
     waiting = set(approval.awaiting_officer(request.user).values_list("pk", flat=True)) \
         if ETHICS in request.study_roles else set()
     return render(request, "releases/list.html", {

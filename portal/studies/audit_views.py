@@ -45,14 +45,13 @@ def _without_cursor(request: HttpRequest) -> str:
 def audit_list(request: HttpRequest, study) -> HttpResponse:
     filters = AuditFilter(request.GET)
     log = filters.log()
-    found = (study_log.events(study, log) if log is not None else AuditEvent.objects.none()).values_list(
-        *study_log.LISTED, named=True)
+    found = study_log.events(study, log) if log is not None else AuditEvent.objects.none()
     wider = None
     if log is not None and log.target_type and log.target_id:
         wider = _history_links(study, log.target_type, log.target_id).get("wider")
     # Counted along the page's own index range: a study holding most of a large log is otherwise counted by a
     # sequential scan that re-reads its pages from outside PostgreSQL's buffers on every request.
-    page = list_page(request, found, study_log.ORDER, count_in_order=True)
+    page = list_page(request, found, study_log.ORDER, count_in_order=True, columns=study_log.LISTED)
     audit_url = reverse("audit-list", args=[study.code])
     return render(request, "audit/list.html", {
         "study": study, "filters": filters, "log": log, "wider": wider,

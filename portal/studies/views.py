@@ -269,8 +269,7 @@ def headset_rows(rows, headsets_url: str, csrf_token: str, retire_on: str) -> li
 def _headsets_page(request, study, *, form=None, import_form=None, import_errors=None) -> HttpResponse:
     failed = form is not None or import_form is not None
     filters = HeadsetFilter(request.GET)
-    headsets = Headset.objects.values_list(*HEADSET_COLUMNS, named=True)
-    page = list_page(request, filters.apply(headsets), ("headset_id",))
+    page = list_page(request, filters.apply(Headset.objects.all()), ("headset_id",), columns=HEADSET_COLUMNS)
     csrf_token = display.csrf_token(request)
     retire_on = timezone.localdate().isoformat()  # the rows' retire forms propose today
     return render(request, "studies/headsets.html", {
@@ -405,9 +404,8 @@ def demonstrator_rows(rows, demonstrators_url: str) -> list[str]:
 def _demonstrators_page(request, study, *, form=None) -> HttpResponse:
     active = Headset.objects.filter(retired_on__isnull=True)
     filters = DemonstratorFilter(request.GET)
-    demonstrators = Demonstrator.objects.values_list("pk", "designator", "created_at", "headset__headset_id",
-                                                     named=True)
-    page = list_page(request, filters.apply(demonstrators), ("designator",))
+    page = list_page(request, filters.apply(Demonstrator.objects.all()), ("designator",),
+                     columns=("pk", "designator", "created_at", "headset__headset_id"))
     return render(request, "studies/demonstrators.html", {
         "study": study,
         "filters": filters,
