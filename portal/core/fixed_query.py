@@ -65,6 +65,15 @@ class FixedQuery:
         """The database the query reads."""
         return self._alias()
 
+    def instances(self, model, **values: Any) -> list:
+        """The rows as instances of ``model``, as the ORM makes them (``Model.from_db``): the query's columns are
+        attnames of its fields, in the order of its fields; the others are deferred."""
+        columns = self.columns()
+        if columns != [field.attname for field in model._meta.concrete_fields if field.attname in columns]:
+            raise ImproperlyConfigured(f"FixedQuery: columns {columns} are not {model.__name__}'s fields in order")
+        alias = self.alias()
+        return [model.from_db(alias, columns, row) for row in self.rows(**values)]
+
     def _alias(self) -> str:
         alias = self._query_alias
         if alias is None:

@@ -105,3 +105,27 @@ def test_the_second_factor_check_sees_a_device_confirmed_since_the_last_request(
     device.confirmed = True
     device.save()
     assert accounts.second_factor_required(user)
+
+
+def test_instances_are_the_orms_with_the_other_fields_deferred():
+    from portal.audit import study_log
+    from portal.audit.models import AuditCheckpoint, ChainVerification
+
+    assert study_log.chain_status().verification is None and study_log.chain_status().checkpoint is None
+    now = timezone.now()
+    for hours, events in ((2, 10), (1, 20)):
+        ChainVerification.objects.create(started_at=now - timedelta(hours=hours), finished_at=now, events=events,
+                                         via=ChainVerification.Via.choices[0][0], ok=True)
+        AuditCheckpoint.objects.create(seq=events, hash="a" * 64, event_count=events, name=f"cp-{events}",
+                                       created_at=now - timedelta(hours=hours), key_fingerprint="b" * 64)
+    status = study_log.chain_status()
+    newest = ChainVerification.objects.order_by("-started_at", "-pk").first()
+    assert status.verification == newest and status.verification.events == 20
+    assert [getattr(status.verification, f.attname) for f in ChainVerification._meta.concrete_fields] == \
+        [getattr(newest, f.attname) for f in ChainVerification._meta.concrete_fields]
+    assert (status.checkpoint.seq, status.checkpoint.name) == (20, "cp-20")
+    assert status.checkpoint.get_deferred_fields() == {"hash", "event_count", "keyed_from", "key_fingerprint",
+                                                        "restart_reason"}
+    misordered = FixedQuery(lambda: AuditCheckpoint.objects.values_list("seq", "id"))
+    with pytest.raises(ImproperlyConfigured, match="not AuditCheckpoint's fields in order"):
+        misordered.instances(AuditCheckpoint)
