@@ -344,6 +344,8 @@ CACHES = {
 }
 
 # --- security -------------------------------------------------------------------------------
+# Django's database sessions, read with a query compiled once per process.
+SESSION_ENGINE = "portal.accounts.sessions"
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_AGE = env_int("CERES_SESSION_SECONDS", 8 * 3600, minimum=300)
 X_FRAME_OPTIONS = "DENY"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
@@ -21,6 +21,7 @@ from rest_framework import exceptions
 from rest_framework.permissions import BasePermission
 
 from portal.access.models import Role, RoleGrant
+from portal.core.fixed_query import FixedQuery
 from portal.studies.models import Study
 
 
@@ -114,6 +115,20 @@ _NAVIGATION_COLUMNS: dict[str, Callable] = {}
 def add_navigation_column(name: str, expression: Callable) -> None:
     """Have the navigation's query set ``name`` on each of its studies, read as ``expression()`` in the same query."""
     _NAVIGATION_COLUMNS[name] = expression
+    _NAVIGATION.reset()
+
+
+def _navigation_query(user_id: int, now: datetime) -> QuerySet:
+    """``roles_by_study``'s query with the navigation's columns, as rows: the study's fields, the role, the columns."""
+    columns = {name: expression() for name, expression in _NAVIGATION_COLUMNS.items()}
+    grants = RoleGrant.objects.filter(user_id=user_id).filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
+    return (grants.annotate(**columns).order_by("study__code", "role")
+            .values_list(*(f"study__{field.attname}" for field in Study._meta.concrete_fields), "role", *columns))
+
+
+# Its shape never changes: compiled once per process, run with the user and the time (``core.fixed_query``).
+_NAVIGATION = FixedQuery(_navigation_query, user_id=(1, 2),
+                         now=(datetime(2001, 1, 1, tzinfo=UTC), datetime(2002, 2, 2, tzinfo=UTC)))
 
 
 def navigation(request) -> dict[Study, list[str]]:
@@ -121,9 +136,29 @@ def navigation(request) -> dict[Study, list[str]]:
     added by ``add_navigation_column``, read once per request (the header and the alert banner share it)."""
     nav = getattr(request, "_ceres_navigation", None)
     if nav is None:
-        nav = roles_by_study(request.user, **{name: expression() for name, expression in _NAVIGATION_COLUMNS.items()})
-        request._ceres_navigation = nav
+        nav = request._ceres_navigation = _navigation(request.user)
     return nav
+
+
+def _navigation(user) -> dict[Study, list[str]]:
+    """``roles_by_study(user, **columns)`` from the query compiled once: the same studies, roles and columns."""
+    grouped: dict[Study, list[str]] = {}
+    if not user.is_authenticated:
+        return grouped
+    fields = [field.attname for field in Study._meta.concrete_fields]
+    width, key = len(fields), fields.index(Study._meta.pk.attname)
+    names = _NAVIGATION.columns()[width + 1:]  # after the study's fields and the role
+    alias = _NAVIGATION.alias()
+    studies: dict[int, Study] = {}
+    for row in _NAVIGATION.rows(user_id=user.pk, now=timezone.now()):
+        study = studies.get(row[key])
+        if study is None:
+            study = studies[row[key]] = Study.from_db(alias, fields, row[:width])
+            for name, value in zip(names, row[width + 1:], strict=True):
+                setattr(study, name, value)
+            grouped[study] = []
+        grouped[study].append(row[width])
+    return grouped
 
 
 def _study_and_roles(request, study_code: str, roles: tuple[str, ...]) -> tuple[Study, frozenset[str]]:

@@ -31,6 +31,7 @@ from portal.access.permissions import active_roles, has_role, roles_by_study
 from portal.accounts.models import ApiToken, EnrolmentCode
 from portal.audit.services import record
 from portal.core.errors import ServiceError
+from portal.core.fixed_query import FixedQuery
 from portal.studies.models import Study
 
 logger = logging.getLogger(__name__)
@@ -196,7 +197,7 @@ def second_factor_required(user) -> bool:
     """Whether ``user`` must pass a second factor at login: anyone who enrolled, and whom the rule requires."""
     if not user.is_authenticated:
         return False
-    return confirmed_device(user) is not None or second_factor_required_by_rule(user)
+    return _has_confirmed_device(user) or second_factor_required_by_rule(user)
 
 
 def awaiting_second_factor(user) -> bool:
@@ -227,6 +228,18 @@ def second_factor_required_by_rule(user) -> bool:
 
 def confirmed_device(user) -> TOTPDevice | None:
     return TOTPDevice.objects.filter(user=user, confirmed=True).first()
+
+
+# Asked on every request of a session that has not passed a second factor (``awaiting_second_factor``): compiled
+# once per process (``core.fixed_query``).
+_CONFIRMED_DEVICE = FixedQuery(
+    lambda user_id: TOTPDevice.objects.filter(user_id=user_id, confirmed=True).values_list("pk")[:1],
+    user_id=(1, 2))
+
+
+def _has_confirmed_device(user) -> bool:
+    """``confirmed_device(user) is not None``, without the device."""
+    return bool(_CONFIRMED_DEVICE.rows(user_id=user.pk))
 
 
 # --- enrolment codes: who must have a second factor sets it up with a site administrator's code ---------------

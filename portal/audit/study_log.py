@@ -34,6 +34,7 @@ from psycopg import sql
 from portal.audit import histories
 from portal.audit.models import AuditCheckpoint, AuditEvent, ChainVerification
 from portal.audit.services import record
+from portal.core.fixed_query import FixedQuery
 from portal.core.pagination import Keyset
 
 # The kinds of object events name, offered as suggestions in the filter (any other value filters too).
@@ -267,8 +268,21 @@ class ChainStatus:
     checkpoint: AuditCheckpoint | None
 
 
+def _fields(model, *names: str) -> list[str]:
+    """The attnames of ``model``'s fields (all of them without ``names``), in the model's order."""
+    return [field.attname for field in model._meta.concrete_fields if not names or field.attname in names]
+
+
+# Asked by every audit page, the same two queries each time: compiled once per process (``core.fixed_query``).
+_NEWEST_VERIFICATION = FixedQuery(
+    lambda: ChainVerification.objects.order_by("-started_at", "-pk").values_list(*_fields(ChainVerification))[:1])
+_NEWEST_CHECKPOINT = FixedQuery(lambda: AuditCheckpoint.objects.order_by("-created_at", "-pk").values_list(
+    *_fields(AuditCheckpoint, "id", "seq", "created_at", "name"))[:1])
+
+
 def chain_status() -> ChainStatus:
     """The newest full verification and the newest checkpoint the portal noted (the audit view shows both)."""
-    return ChainStatus(
-        verification=ChainVerification.objects.order_by("-started_at", "-pk").first(),
-        checkpoint=AuditCheckpoint.objects.order_by("-created_at", "-pk").only("seq", "created_at", "name").first())
+    verification = _NEWEST_VERIFICATION.instances(ChainVerification)
+    checkpoint = _NEWEST_CHECKPOINT.instances(AuditCheckpoint)
+    return ChainStatus(verification=verification[0] if verification else None,
+                       checkpoint=checkpoint[0] if checkpoint else None)

@@ -121,13 +121,21 @@ class KeysetPage:
     last_cursor: str | None
 
 
-def keyset_page(queryset: QuerySet, keyset: Keyset, cursor: str | None, *, size: int = PAGE_SIZE) -> KeysetPage:
+def keyset_page(queryset: QuerySet, keyset: Keyset, cursor: str | None, *, size: int = PAGE_SIZE,
+                columns: Sequence[str] = ()) -> KeysetPage:
     """One page of ``queryset`` in ``keyset`` order: ``size + 1`` rows read, so the query is the same on
-    every page. ``InvalidCursor`` for a cursor that is not a position in this list."""
+    every page. ``InvalidCursor`` for a cursor that is not a position in this list. ``columns``: the rows are
+    named rows of these values (``values_list(*columns, named=True)``, the keyset's columns among them), not
+    model instances."""
+    missing = set(keyset.names) - set(columns)
+    if columns and missing:
+        raise ValueError(f"the rows' columns need the keyset's {', '.join(sorted(missing))}")
     backwards, position = keyset.decode(queryset.model, cursor) if cursor else (False, None)
     rows_query = queryset.order_by(*keyset.order_by(backwards=backwards))
     if position is not None:
         rows_query = keyset.beyond(rows_query, position, backwards=backwards)
+    if columns:
+        rows_query = rows_query.values_list(*columns, named=True)
     rows = list(rows_query[: size + 1])
     more = len(rows) > size
     rows = rows[:size]
@@ -229,19 +237,21 @@ def _url(request: HttpRequest, cursor: str | None) -> str:
 
 
 def list_page(request: HttpRequest, queryset: QuerySet, ordering: Sequence[str], *, size: int = PAGE_SIZE,
-              count_in_order: bool = False) -> ListPage:
+              count_in_order: bool = False, columns: Sequence[str] = ()) -> ListPage:
     """A page of a list view from ``?cursor=``; the other query parameters (filters) stay in every link.
 
     A cursor that does not belong to the list shows the first page with the reason (``error``).
-    ``count_in_order``: count in the list's order (``count_rows``' ``in_order``).
+    ``count_in_order``: count in the list's order (``count_rows``' ``in_order``). ``columns``: the rows are named
+    rows of these values, not model instances (``keyset_page``); the count reads ``queryset`` itself (the joins
+    of related columns are the rows' alone).
     """
     keyset = Keyset(*ordering)
     cursor, error = request.GET.get("cursor") or None, ""
     try:
-        page = keyset_page(queryset, keyset, cursor, size=size)
+        page = keyset_page(queryset, keyset, cursor, size=size, columns=columns)
     except InvalidCursor as exc:
         cursor, error = None, str(exc)
-        page = keyset_page(queryset, keyset, None, size=size)
+        page = keyset_page(queryset, keyset, None, size=size, columns=columns)
     return ListPage(
         rows=page.rows,
         count=count_rows(queryset.order_by(*keyset.order_by()) if count_in_order else queryset,

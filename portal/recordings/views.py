@@ -21,7 +21,7 @@ from portal.core.errors import refusals
 from portal.core.forms import RenderedOnce, date_input
 from portal.core.pagination import RowCount, count_rows, list_page
 from portal.fixity.models import Alert
-from portal.recordings.models import Episode, Recording
+from portal.recordings.models import LIST_COLUMNS, Episode, Recording
 from portal.recordings.quarantine import registry_fixes
 from portal.recordings.services import export, ingest
 from portal.studies.services.demonstrators import normalise_designator
@@ -87,44 +87,59 @@ def _recordings_url(study) -> str:
     return reverse("recording-list", args=[study.code])
 
 
-def state_badge(recording: Recording) -> str:
-    """``recordings/_state.html`` built in Python, for a list's 50 rows (the include costs more than the row)."""
+def state_badge(recording) -> str:
+    """``recordings/_state.html`` built in Python, for a list's 50 rows (the include costs more than the row):
+    ``recording`` is a Recording or a row with its ``state`` and ``progress``."""
     progress = f" {recording.progress}%" if recording.state == Recording.State.RUNNING else ""
     # The include's text ends with its file's newline.
-    return format_html('<span class="status status-{}" data-state="{}">{}{}</span>\n', recording.state,
-                       recording.state, STATE_LABEL(recording.state), progress)
+    return display.row_html('<span class="status status-{state}" data-state="{state}">{label}{progress}</span>\n',
+                            state=recording.state, label=STATE_LABEL(recording.state), progress=progress)
 
 
-def _episode_folder(recording: Recording) -> str:
-    try:
-        return recording.episode.folder
-    except Episode.DoesNotExist:  # not exported (yet)
-        return "—"
+def _label(registered: str | None, claimed: str | None) -> str:
+    """``Recording.headset_label`` and ``demonstrator_label`` of a list row."""
+    if registered is not None:
+        return registered
+    return f"{claimed} (not registered)" if claimed else "—"
 
 
-def recording_rows(recordings) -> list[dict[str, object]]:
-    """The recordings list's cells, made once per row in Python: the template prints them without filters or
-    includes (the same text the model's properties and ``date``/``truncatechars`` give)."""
-    return [{
-        "uid": str(recording.uid),
-        "name": str(recording),
-        "recorded": display.minute(recording.recorded_at),
-        "headset": recording.headset_label,
-        "demonstrator": recording.demonstrator_label,
-        "state": state_badge(recording),
-        "reason": Truncator(recording.reason).chars(140) if recording.reason else "",
-        "episode": _episode_folder(recording),
-        "audio": AUDIO_LABEL(recording.audio),
-    } for recording in recordings]
+# One row of the recordings table (the text the template's loop printed for it, escaped as it escaped).
+RECORDING_ROW = """
+    <tr data-uid="{uid}">
+      <td class="ident long"><a href="{url}{uid}/">{name}</a></td>
+      <td class="ident">{recorded}</td>
+      <td class="ident">{headset}</td>
+      <td class="ident long">{demonstrator}</td>
+      <td>{state}{reason}</td>
+      <td class="ident">{episode}</td>
+      <td>{audio}</td>
+    </tr>
+    """
+
+
+def recording_rows(rows, recordings_url: str) -> list[str]:
+    """The recordings list's rows as HTML, made in Python once per row of ``LIST_COLUMNS``
+    (the same text the model's properties, ``date``/``truncatechars`` and the template gave)."""
+    return [display.row_html(
+        RECORDING_ROW, uid=str(row.uid), url=recordings_url, name=row.capture_id or row.original_name,
+        recorded=display.minute(row.recorded_at),
+        headset=_label(row.headset__headset_id, row.claimed_headset_id),
+        demonstrator=_label(row.demonstrator__designator, row.claimed_demonstrator_id),
+        state=state_badge(row),
+        reason=(format_html('<br><small class="error">{}</small>', Truncator(row.reason).chars(140)) if row.reason
+                else ""),
+        episode="—" if row.episode__episode_index is None else f"episode-{row.episode__episode_index:06d}",
+        audio=AUDIO_LABEL(row.audio),
+    ) for row in rows]
 
 
 @study_view(COORDINATOR, ETHICS)
 def recording_list(request: HttpRequest, study) -> HttpResponse:
     filters = RecordingFilter(request.GET, study=study)
-    page = list_page(request, filters.apply(Recording.objects.listed()), RECORDING_ORDER)
+    page = list_page(request, filters.apply(Recording.objects.listed()), RECORDING_ORDER, columns=LIST_COLUMNS)
     return render(request, "recordings/list.html", {
-        "study": study, "filters": filters, "recordings_url": _recordings_url(study),
-        "page": page, "rows": recording_rows(page.rows),
+        "study": study, "filters": filters,
+        "page": page, "rows": recording_rows(page.rows, _recordings_url(study)),
         "upload_form": UploadForm() if COORDINATOR in request.study_roles else None,
     })
 
@@ -228,34 +243,44 @@ class EpisodeFilter(RenderedOnce, forms.Form):
 ALERTS_SHOWN = 20
 
 
-def episode_rows(episodes) -> list[dict[str, object]]:
-    """The episodes list's cells, made once per row (see ``recording_rows``)."""
-    return [{
-        "folder": episode.folder,
-        "frames": f"{episode.from_index}\N{EN DASH}{episode.to_index - 1} ({episode.length})",
-        "uid": str(episode.recording.uid),
-        "recording": str(episode.recording),
-        "demonstrator": str(episode.recording.demonstrator) if episode.recording.demonstrator else "—",
-        "exported": display.minute(episode.exported_at, "allocated"),
-        "receipt": episode.receipt_status,
-        "receipt_label": RECEIPT_LABEL(episode.receipt_status),
-        "audio": display.yesno(episode.raw_audio_retained),
-    } for episode in episodes]
+# One row of the episodes table (see ``RECORDING_ROW``).
+EPISODE_ROW = """
+    <tr>
+      <td>{folder}</td>
+      <td>{frames}</td>
+      <td><a href="{url}{uid}/">{recording}</a></td>
+      <td class="ident">{demonstrator}</td>
+      <td>{exported}</td>
+      <td><span class="status status-{receipt}">{receipt_label}</span></td>
+      <td>{audio}</td>
+    </tr>
+    """
+EPISODE_COLUMNS = ("episode_index", "from_index", "length", "exported_at", "receipt_status", "raw_audio_retained",
+                   "recording__uid", "recording__capture_id", "recording__original_name",
+                   "recording__demonstrator__designator")
+
+
+def episode_rows(rows, recordings_url: str) -> list[str]:
+    """The episodes list's rows as HTML, made once per row from ``EPISODE_COLUMNS`` (see ``recording_rows``)."""
+    return [display.row_html(EPISODE_ROW, folder=f"episode-{row.episode_index:06d}",
+        frames=f"{row.from_index}\N{EN DASH}{row.from_index + row.length - 1} ({row.length})",
+        url=recordings_url, uid=str(row.recording__uid),
+        recording=row.recording__capture_id or row.recording__original_name,
+        demonstrator=_label(row.recording__demonstrator__designator, None),
+        exported=display.minute(row.exported_at, "allocated"), receipt=row.receipt_status,
+        receipt_label=RECEIPT_LABEL(row.receipt_status), audio=display.yesno(row.raw_audio_retained),
+    ) for row in rows]
 
 
 @study_view(COORDINATOR, ETHICS)
 def episode_list(request: HttpRequest, study) -> HttpResponse:
     filters = EpisodeFilter(request.GET)
-    episodes = Episode.objects.select_related("recording", "recording__demonstrator").only(
-        "episode_index", "from_index", "length", "exported_at", "receipt_status", "raw_audio_retained",
-        "recording__uid", "recording__capture_id", "recording__original_name", "recording__demonstrator__designator",
-    )
     alerts = Alert.objects.filter(kind=Alert.Kind.RECEIPT_MISMATCH, state__in=Alert.UNRESOLVED)
     shown = list(alerts.only("created_at", "message")[:ALERTS_SHOWN])
-    page = list_page(request, filters.apply(episodes), EPISODE_ORDER)
+    page = list_page(request, filters.apply(Episode.objects.all()), EPISODE_ORDER, columns=EPISODE_COLUMNS)
     return render(request, "recordings/episodes.html", {
-        "study": study, "filters": filters, "recordings_url": _recordings_url(study),
-        "page": page, "rows": episode_rows(page.rows),
+        "study": study, "filters": filters,
+        "page": page, "rows": episode_rows(page.rows, _recordings_url(study)),
         "alerts": shown,
         # Fewer than a full list shown: they are all there is (no count to ask; usually none at all).
         "alert_count": RowCount(len(shown), exact=True) if len(shown) < ALERTS_SHOWN else count_rows(alerts),

@@ -12,6 +12,7 @@ from django.http import FileResponse, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import formats, timezone
+from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
 from portal.access.models import Role
@@ -227,37 +228,59 @@ class HeadsetFilter(RenderedOnce, forms.Form):
         return headsets
 
 
-def headset_rows(headsets, headsets_url: str) -> list[dict[str, object]]:
-    """The headsets list's cells, made once per row in Python (``core.display``); a headset's forms post to
-    ``headsets_url`` plus its own path (urls.py), one reverse() per list."""
-    return [{
-        "headset_id": headset.headset_id,
-        "model": headset.model or "—",
-        "registered": display.minute(headset.registered_at, ""),
-        "registered_on": display.day(headset.registered_at),
-        "registered_by": str(headset.registered_by),
-        "assigned_on": headset.assigned_on.isoformat() if headset.assigned_on else "",
-        "retired_on": formats.localize(headset.retired_on) if headset.retired_on else "—",
-        "retired": bool(headset.retired_on),
-        "assign_url": f"{headsets_url}{headset.pk}/assigned-on/",
-        "retire_url": f"{headsets_url}{headset.pk}/retire/",
-    } for headset in headsets]
+# One row of the headsets table and its retire form (the text the template's loop printed, escaped as it escaped).
+HEADSET_ROW = """
+    <tr data-headset="{headset_id}">
+      <td><code>{headset_id}</code></td>
+      <td>{model}</td>
+      <td>{registered} by {registered_by}</td>
+      <td>
+        <form method="post" action="{url}{pk}/assigned-on/" class="inline-form">{csrf}
+          <input type="date" name="assigned_on" value="{assigned_on}" max="{registered_on}" aria-label="In the study since" required>
+          <button type="submit">Change</button>
+        </form></td>
+      <td>{retired_on}</td>
+      <td>{retire}</td>
+    </tr>
+    """  # noqa: E501  (the line of the date input, as the template had it)
+RETIRE_FORM = """
+        <form method="post" action="{url}{pk}/retire/" class="inline-form">{csrf}
+          <input type="date" name="retired_on" value="{retire_on}" aria-label="Retire on" required>
+          <button type="submit">Retire</button>
+        </form>"""
+HEADSET_COLUMNS = ("pk", "headset_id", "model", "registered_at", "assigned_on", "retired_on", "registered_by__username")
+
+
+def headset_rows(rows, headsets_url: str, csrf_token: str, retire_on: str) -> list[str]:
+    """The headsets list's rows as HTML, made once per row in Python from ``HEADSET_COLUMNS`` (``core.display``); a
+    headset's forms post to ``headsets_url`` plus its own path (urls.py), one reverse() per list."""
+    csrf = display.csrf_input(csrf_token)
+    return [display.row_html(HEADSET_ROW, headset_id=row.headset_id, model=row.model or "—",
+        registered=display.minute(row.registered_at, ""), registered_by=str(row.registered_by__username),
+        url=headsets_url, pk=row.pk, csrf=csrf,
+        assigned_on=row.assigned_on.isoformat() if row.assigned_on else "",
+        registered_on=display.day(row.registered_at),
+        retired_on=formats.localize(row.retired_on) if row.retired_on else "—",
+        retire="" if row.retired_on else display.row_html(RETIRE_FORM, url=headsets_url, pk=row.pk, csrf=csrf,
+                                                     retire_on=retire_on),
+    ) for row in rows]
 
 
 def _headsets_page(request, study, *, form=None, import_form=None, import_errors=None) -> HttpResponse:
     failed = form is not None or import_form is not None
     filters = HeadsetFilter(request.GET)
-    headsets = Headset.objects.select_related("registered_by").only(
-        "headset_id", "model", "registered_at", "assigned_on", "retired_on", "registered_by__username")
-    page = list_page(request, filters.apply(headsets), ("headset_id",))
+    page = list_page(request, filters.apply(Headset.objects.all()), ("headset_id",), columns=HEADSET_COLUMNS)
+    csrf_token = display.csrf_token(request)
+    retire_on = timezone.localdate().isoformat()  # the rows' retire forms propose today
     return render(request, "studies/headsets.html", {
         "study": study,
         "filters": filters,
-        "page": page, "rows": headset_rows(page.rows, reverse("study-headsets", args=[study.code])),
+        "page": page, "rows": headset_rows(page.rows, reverse("study-headsets", args=[study.code]), csrf_token,
+                                           retire_on),
+        "csrf_token": csrf_token,
         "form": form or HeadsetForm(),
         "import_form": import_form or HeadsetImportForm(),
         "import_errors": import_errors,
-        "retire_on": timezone.localdate().isoformat(),  # the rows' retire forms propose today
     }, status=400 if failed else 200)
 
 
@@ -346,36 +369,43 @@ class DemonstratorFilter(RenderedOnce, forms.Form):
         return demonstrators
 
 
-def _consent_counts(demonstrators: list[Demonstrator]) -> None:
-    """Consent events given and withdrawn of the page's demonstrators, in one grouped query."""
-    counts = ConsentEvent.objects.filter(demonstrator__in=demonstrators).values("demonstrator", "kind").annotate(
-        n=Count("pk"))
-    by_demonstrator = {(row["demonstrator"], row["kind"]): row["n"] for row in counts}
-    for demonstrator in demonstrators:
-        demonstrator.given = by_demonstrator.get((demonstrator.pk, ConsentEvent.Kind.GIVEN), 0)
-        demonstrator.withdrawn = by_demonstrator.get((demonstrator.pk, ConsentEvent.Kind.WITHDRAWN), 0)
+def _consent_counts(pks: list[int]) -> dict[tuple[int, str], int]:
+    """Consent events given and withdrawn of the page's demonstrators (by pk and kind), in one grouped query."""
+    counts = ConsentEvent.objects.filter(demonstrator__in=pks).values("demonstrator", "kind").annotate(n=Count("pk"))
+    return {(row["demonstrator"], row["kind"]): row["n"] for row in counts}
 
 
-def demonstrator_rows(demonstrators, demonstrators_url: str) -> list[dict[str, object]]:
-    """The demonstrators list's cells, made once per row (``core.display``); a demonstrator's page is
-    ``demonstrators_url`` plus its pk (urls.py)."""
-    return [{
-        "url": f"{demonstrators_url}{demonstrator.pk}/",
-        "designator": demonstrator.designator,
-        "headset": (demonstrator.headset.headset_id if demonstrator.headset else "") or "—",
-        "given": str(demonstrator.given),
-        "withdrawn": demonstrator.withdrawn and str(demonstrator.withdrawn),
-        "registered": display.day(demonstrator.created_at),
-    } for demonstrator in demonstrators]
+# One row of the demonstrators table (the text the template's loop printed, escaped as it escaped).
+DEMONSTRATOR_ROW = """
+    <tr>
+      <td><a href="{url}{pk}/"><code>{designator}</code></a></td>
+      <td>{headset}</td>
+      <td>{given} given{withdrawn}</td>
+      <td>{registered}</td>
+    </tr>
+    """
+
+
+def demonstrator_rows(rows, demonstrators_url: str) -> list[str]:
+    """The demonstrators list's rows as HTML, made once per row (``core.display``) from named rows of ``pk``,
+    ``designator``, ``created_at`` and ``headset__headset_id``; a demonstrator's page is ``demonstrators_url`` plus
+    its pk (urls.py)."""
+    counts = _consent_counts([row.pk for row in rows])
+    html = []
+    for row in rows:
+        withdrawn = counts.get((row.pk, ConsentEvent.Kind.WITHDRAWN), 0)
+        html.append(display.row_html(DEMONSTRATOR_ROW, url=demonstrators_url, pk=row.pk, designator=row.designator,
+            headset=row.headset__headset_id or "—", given=counts.get((row.pk, ConsentEvent.Kind.GIVEN), 0),
+            withdrawn=format_html(', <span class="error">{} withdrawn</span>', withdrawn) if withdrawn else "",
+            registered=display.day(row.created_at)))
+    return html
 
 
 def _demonstrators_page(request, study, *, form=None) -> HttpResponse:
     active = Headset.objects.filter(retired_on__isnull=True)
     filters = DemonstratorFilter(request.GET)
-    demonstrators = Demonstrator.objects.select_related("headset").only("designator", "created_at",
-                                                                        "headset__headset_id")
-    page = list_page(request, filters.apply(demonstrators), ("designator",))
-    _consent_counts(page.rows)
+    page = list_page(request, filters.apply(Demonstrator.objects.all()), ("designator",),
+                     columns=("pk", "designator", "created_at", "headset__headset_id"))
     return render(request, "studies/demonstrators.html", {
         "study": study,
         "filters": filters,

@@ -1,7 +1,10 @@
+import functools
 import re
 from collections.abc import Iterable
 
 from django import template
+from django.conf import settings
+from django.urls import get_script_prefix, get_urlconf, reverse
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
@@ -67,3 +70,19 @@ def ld_json(value) -> str:
     does not concern it; nothing else in a template may be an inline script."""
     text = json_bytes(value).decode("utf-8").translate(_LD_JSON_ESCAPES)
     return format_html('<script type="application/ld+json">{}</script>', mark_safe(text))  # noqa: S308
+
+
+@register.simple_tag
+def page_url(name: str, *args) -> str:
+    """``{% url name args %}`` for a page's fixed links (the layout's and a study's navigation: some 25 on every
+    page), reversed once per process for each name and arguments (a study's code): reverse() costs about 0.1 ms
+    of CPU a call. Escaped as ``{% url %}`` escapes its result. Not for namespaced names (their reverse depends
+    on the request's current app) nor for arguments that differ on every row (the cache would only grow)."""
+    return _reversed(get_script_prefix(), get_urlconf() or settings.ROOT_URLCONF, name, args)
+
+
+@functools.lru_cache(maxsize=4096)
+def _reversed(prefix: str, urlconf: str, name: str, args: tuple) -> str:
+    if ":" in name:
+        raise ValueError(f"page_url is not for namespaced names ({name!r}): use {{% url %}}")
+    return reverse(name, urlconf=urlconf, args=args)  # the prefix: reverse() reads it from the thread

@@ -15,3 +15,16 @@ def test_labels_are_the_models_display(model, field, choices):
         instance = model(**{field: value})
         assert label(value) == getattr(instance, f"get_{field}_display")()
         assert type(label(value)) is str
+
+
+def test_row_html_escapes_as_format_html_does():
+    from django.utils.html import format_html
+    from django.utils.safestring import SafeString, mark_safe
+
+    from portal.core.display import row_html
+
+    values = {"text": "a&b<c>\"d'", "number": 42, "safe": mark_safe("<b>kept</b>"), "none": None, "empty": ""}
+    template = "<td>{text}</td><td>{number}</td><td>{safe}</td><td>{none}</td><td>{empty}</td>"
+    html = row_html(template, **values)
+    assert html == format_html(template, **values) and isinstance(html, SafeString)
+    assert "&lt;c&gt;&quot;d&#x27;" in html and "<b>kept</b>" in html

@@ -151,3 +151,25 @@ def test_estimates_are_shown_rounded_and_marked():
     assert str(RowCount(98_431, exact=False)) == "about 98,000"
     assert str(RowCount(1_000_493, exact=False)) == "about 1,000,000"
     assert str(RowCount(98_431, exact=True)) == "98,431"
+
+
+def test_rows_read_as_named_values_walk_the_list_as_instances_do(study):
+    request = RequestFactory().get("/list/")
+    with scope(study=study):
+        everything = list(Recording.objects.order_by(*ORDER).values_list("pk", "uid"))
+        rows, cursor = [], None
+        while True:
+            page = keyset_page(Recording.objects.all(), Keyset(*ORDER), cursor, size=7,
+                               columns=("pk", "uid", "created_at"))
+            rows += page.rows
+            if page.next_cursor is None:
+                break
+            cursor = page.next_cursor
+        listed = list_page(request, Recording.objects.all(), ORDER, size=5, columns=("pk", "uid", "created_at"))
+    assert [(row.pk, row.uid) for row in rows] == everything
+    assert not isinstance(rows[0], Recording) and listed.showing == "Showing 5 of 23"
+
+
+def test_rows_read_as_values_need_the_keysets_columns(study):
+    with scope(study=study), pytest.raises(ValueError, match="keyset's created_at"):
+        keyset_page(Recording.objects.all(), Keyset(*ORDER), None, columns=("pk", "uid"))
