@@ -542,6 +542,7 @@ def verify_schemes(configs: list, candidate: float) -> list[Scheme]:
             out.append(Scheme(640, 4, candidate, extra_width=1280, extra_every=8, extra_threshold=candidate,
                               verify=config, verified=floor))
             out.append(Scheme(1280, 8, candidate, strong=0.3, verify=config, verified=floor))
+            out.append(Scheme(1280, 16, candidate, verify=config, verified=floor))
     return out
 
 

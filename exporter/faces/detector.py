@@ -49,12 +49,12 @@ DEFAULT_THRESHOLD = 0.1
 # Network input width for video (the height follows the frame's aspect ratio, both multiples of 32), the
 # stride between analysed frames and the best network score a run of boxes must reach somewhere to be kept
 # (0: none needed): chosen by measurement (docs/privacy.md, bench/faces.py, bench/faces_candidates.py).
-DEFAULT_INPUT_WIDTH = 1280
-DEFAULT_STRIDE = 8
+DEFAULT_INPUT_WIDTH = 640
+DEFAULT_STRIDE = 4
 DEFAULT_MIN_PEAK = 0.0
 # The verification stage (verify_boxes): the best verification score a run must reach somewhere to be kept
 # (0: no verification), and how many boxes of an analysed frame are verified at most (the best-scored).
-DEFAULT_MIN_VERIFIED = 0.3
+DEFAULT_MIN_VERIFIED = 0.4
 VERIFY_MAX = 8
 NMS_IOU = 0.3
 # One image (detect_rgb, detect_image): one network run on the machine's two cores. A video (detect_video):
