@@ -108,8 +108,8 @@ def test_detector_id_names_the_detector_version_weights_and_settings():
         ("DEFAULT_MIN_PEAK", 0.45),
         ("DEFAULT_MIN_VERIFIED", 0.65),
         ("DEFAULT_MIN_VERIFIED", 0.0),
-        ("VERIFY_BOX", 96),
-        ("VERIFY_INPUT", 256),
+        ("VERIFY_BOX", 64),
+        ("VERIFY_INPUT", 192),
         ("VERIFY_MAX", 3),
     ],
 )
