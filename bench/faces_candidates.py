@@ -4,6 +4,8 @@ thresholds and a track-level false-alarm filter would do (prints figures; change
     .venv/bin/python bench/faces_candidates.py [--seed 2400] [--clips 24] [--free 48] [--length 16]
                                                [--free-length 16] [--widths 640 960 1280] [--wide-every 4]
                                                [--cache FILE] [--fps-frames 96] [--fps-rounds 2]
+                                               [--free-minutes M] [--every N] [--long-every N]
+                                               [--verify BOX/SIDE ...] [--candidate 0.1] [--table all|verify]
 
 The test set is bench/faces.py's (exporter/faces/testset.py, same seeds by default): face clips spread over the
 size bands and face-free clips; another --seed gives another set to check a choice on. The network runs once on
@@ -16,6 +18,14 @@ by detector.fill_between on the frames between, weak runs dropped by detector.st
 the per-frame results in a pickle (made for one set of arguments: use it again only with the same ones) so
 that the schemes can be replayed without running the network again.
 
+The verification stage (``--verify 96/256 ...``): every box scoring ``--candidate`` or more on a frame the network
+ran on is looked at again by detector.verify_boxes on a SIDE px crop of the frame where the box is BOX px tall
+(every such box: detect_video verifies the detector.VERIFY_MAX best of a frame, more than these frames hold on
+average); the results go into the cache too. Schemes "verifyBOX/SIDE>=v" keep a run only when its best
+verification score reaches v. ``--free-minutes`` adds bench/faces.py's long face-free video (same seed), on which
+the network runs on every ``--long-every``-th frame only; ``--every`` does the same for the 640 px input everywhere
+(the causes of misses, which need every frame, are then not printed).
+
 Printed:
   1. where the misses are (640 px input, every frame and the current stride): recall of faces >= 40 px by
      hand cover, rotation, blur, brightness, face source and size band, and the best score that the network
@@ -23,6 +33,8 @@ Printed:
   2. per scheme: recall by size band, recall of faces >= 40 px, false boxes per minute of face-free video (and
      runs of consecutive frames counted once), and the network cost per frame relative to 640 px on every
      frame, with the frames per second that cost predicts from the measured network and decoding times;
+  2b. with --verify, per crop size: the best network and verification scores of the runs on a face and of the
+     other runs (each scheme played without a filter), and the verification's cost;
   3. detect_video's frames per second on an encoded 720p clip: the settings before this measurement
      (640 px, stride 2, threshold 0.2, no run filter) and the detector's defaults, alternated.
 """
