@@ -2,10 +2,12 @@
 
     .venv/bin/python bench/faces.py [--clips 24] [--length 16] [--free-minutes 2] [--free 0]
                                     [--widths 480 640] [--strides 1 2 3 4 6] [--threshold T] [--min-peak P]
+                                    [--min-verified V]
                                     [--fps-frames 90]
 
---threshold and --min-peak default to the detector's own (detector.DEFAULT_THRESHOLD, DEFAULT_MIN_PEAK);
---min-peak 0 keeps every run, as the detector did before the run filter.
+--threshold, --min-peak and --min-verified default to the detector's own (detector.DEFAULT_THRESHOLD,
+DEFAULT_MIN_PEAK, DEFAULT_MIN_VERIFIED); --min-peak 0 keeps every run, as the detector did before the run filter;
+--min-verified 0 verifies nothing, as the detector did before the verification stage.
 
 The test set is generated in memory (exporter/faces/testset.py): faces from photographs bundled with
 scikit-image pasted into 1280x720 egocentric frames at sizes 24-300 px, turned, blurred, brightened or
@@ -18,16 +20,19 @@ For each network input width the detector runs once on every frame of the face c
 the face-free video that some asked stride analyses; each stride k is then played back as
 exporter.faces.detector.detect_video plays it (detector.replay_stride: the network on frames 0, k, 2k, ...
 and the last; boxes carried between them by detector.fill_between; runs of boxes whose best score stays below
-``--min-peak`` dropped by detector.strong_runs). A face counts as found in a frame when a
-detected box, grown by a quarter of its size each side as the redaction grows it, covers 90 % of the face's box.
+``--min-peak`` dropped by detector.strong_runs, and with --min-verified the boxes of each analysed frame verified
+by detector.verify_image and runs whose best verification score stays below it dropped too). A face counts as
+found in a frame when a detected box, grown by a quarter of its size each side as the redaction grows it, covers
+90 % of the face's box.
 
 Prints, per width and stride: recall by size band (24-40, 40-80, 80-160, 160-300 px) over every frame that
 shows the face; recall of faces 40 px or taller over every such frame (the figure the goal counts), and the
 same over only the frames where the hand covers less than half of the face's box (testset.Clip.covered: the
 gap between the two is what covered faces cost); false boxes per minute of face-free video, with the minutes
 it was measured over (boxes on frames, and runs of consecutive frames counted once); and the network's frames
-per second times the stride. Then detect_video's frames per second (decode, scaling, network, carrying) on an
-encoded 720p clip written to a temporary folder that is removed afterwards.
+per second times the stride. Then detect_video's frames per second (decode, scaling, network, verification,
+carrying) and the CPU time it took per second of video (the process's, all threads) on an encoded 720p clip
+written to a temporary folder that is removed afterwards.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 import av
+import numpy as np
 
 from exporter.faces import detector
 from exporter.faces import testset as ts
@@ -50,18 +56,27 @@ from exporter.faces import testset as ts
 FPS = 30
 
 
-def per_frame(clip: ts.Clip, width: int | None, threshold: float) -> tuple[list, float]:
+def analyse(frame, width: int | None, threshold: float, verify: bool) -> tuple:
+    """What detect_video does on an analysed frame: the network's boxes and, when runs are verified, their
+    (raw, verification) score pairs (detector.verify_image on the full-resolution frame)."""
+    boxes, scores = detector.detect_image(frame, threshold=threshold, input_width=width)
+    if not verify:
+        return boxes, scores
+    return boxes, np.stack([scores, detector.verify_image(frame, boxes, scores)], axis=1)
+
+
+def per_frame(clip: ts.Clip, width: int | None, threshold: float, verify: bool) -> tuple[list, float]:
     """The network on every frame of a clip: [(boxes, scores)] and the seconds spent in detection."""
     out, spent = [], 0.0
     for frame in clip.frames():
         start = time.perf_counter()
-        out.append(detector.detect_image(frame, threshold=threshold, input_width=width))
+        out.append(analyse(frame, width, threshold, verify))
         spent += time.perf_counter() - start
     return out, spent
 
 
 def free_video_results(
-    video: ts.FreeVideo, width: int | None, threshold: float, strides: list[int]
+    video: ts.FreeVideo, width: int | None, threshold: float, strides: list[int], verify: bool
 ) -> tuple[list, float, int]:
     """The network on the frames of the face-free video that one of the strides analyses (None for the others,
     which replay_stride fills), the seconds spent in detection and the frames run."""
@@ -70,7 +85,7 @@ def free_video_results(
     for index, frame in enumerate(video.frames()):
         if index == last or any(index % k == 0 for k in strides):
             start = time.perf_counter()
-            out.append(detector.detect_image(frame, threshold=threshold, input_width=width))
+            out.append(analyse(frame, width, threshold, verify))
             spent += time.perf_counter() - start
             run += 1
         else:
@@ -110,9 +125,12 @@ def main() -> None:
     parser.add_argument("--threshold", type=float, default=detector.DEFAULT_THRESHOLD)
     parser.add_argument("--min-peak", type=float, default=detector.DEFAULT_MIN_PEAK,
                         help="best score a run of boxes must reach to be kept (0: keep every run)")
+    parser.add_argument("--min-verified", type=float, default=detector.DEFAULT_MIN_VERIFIED,
+                        help="best verification score a run of boxes must reach to be kept (0: no verification)")
     parser.add_argument("--fps-frames", type=int, default=90, help="frames of the encoded 720p clip timed")
     parser.add_argument("--seed", type=int, default=2400)
     args = parser.parse_args()
+    verify = args.min_verified > 0
 
     bands = ts.SIZE_BANDS
     face_clips = [
@@ -125,8 +143,8 @@ def main() -> None:
     if free_minutes <= 0:
         parser.error("no face-free video: give --free-minutes or --free")
     print(
-        f"detector {detector.detector_id()}; measured with threshold {args.threshold}, run peak {args.min_peak} "
-        f"on {width}x{height}"
+        f"detector {detector.detector_id()}; measured with threshold {args.threshold}, run peak {args.min_peak}, "
+        f"verification floor {args.min_verified} on {width}x{height}"
     )
     print(f"{len(face_clips)} face clips of {args.length} frames")
     print(
@@ -144,15 +162,15 @@ def main() -> None:
     for net_width in args.widths:
         face_results, free_results, spent, frames_run = [], [], 0.0, 0
         for clip in face_clips:
-            results, seconds = per_frame(clip, net_width, args.threshold)
+            results, seconds = per_frame(clip, net_width, args.threshold, verify)
             face_results.append(results)
             spent, frames_run = spent + seconds, frames_run + len(results)
         for clip in free_clips:
-            results, seconds = per_frame(clip, net_width, args.threshold)
+            results, seconds = per_frame(clip, net_width, args.threshold, verify)
             free_results.append(results)
             spent, frames_run = spent + seconds, frames_run + len(results)
         if free_video is not None:
-            results, seconds, run = free_video_results(free_video, net_width, args.threshold, args.strides)
+            results, seconds, run = free_video_results(free_video, net_width, args.threshold, args.strides, verify)
             free_results.append(results)
             spent, frames_run = spent + seconds, frames_run + run
         net_fps = frames_run / spent
@@ -161,7 +179,7 @@ def main() -> None:
             visible = [0, 0]  # faces >= 40 px on frames where the hand covers less than half of the face
             for clip, results in zip(face_clips, face_results, strict=True):
                 band = ts.band_of(clip.size)
-                played = detector.replay_stride(results, stride, width, height, args.min_peak)
+                played = detector.replay_stride(results, stride, width, height, args.min_peak, args.min_verified)
                 for truth, covered, (boxes, _s) in zip(clip.truth, clip.covered, played, strict=True):
                     if truth is None:
                         continue
@@ -173,7 +191,9 @@ def main() -> None:
                         visible[0] += hit
             false_boxes = false_count = 0
             for results in free_results:
-                boxes, runs = false_runs(detector.replay_stride(results, stride, width, height, args.min_peak))
+                boxes, runs = false_runs(
+                    detector.replay_stride(results, stride, width, height, args.min_peak, args.min_verified)
+                )
                 false_boxes, false_count = false_boxes + boxes, false_count + runs
             big = [found[b] for b in bands if b[0] >= 40]
             big_found, big_total = sum(f for f, _ in big), sum(t for _, t in big)
@@ -191,15 +211,18 @@ def main() -> None:
             encode(path, clip)
             for net_width in args.widths:
                 for stride in args.strides:
-                    start = time.perf_counter()
+                    start, cpu = time.perf_counter(), time.process_time()
                     result = detector.detect_video(
-                        path, threshold=args.threshold, stride=stride, input_width=net_width, min_peak=args.min_peak
+                        path, threshold=args.threshold, stride=stride, input_width=net_width, min_peak=args.min_peak,
+                        min_verified=args.min_verified,
                     )
-                    seconds = time.perf_counter() - start
+                    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+                    video_seconds = result.frame_count / FPS
                     print(
                         f"detect_video width {net_width} stride {stride}: {result.frame_count} frames of "
                         f"{clip.width}x{clip.height} in {seconds:.2f} s = {result.frame_count / seconds:.1f} fps "
-                        f"({result.frame_count / seconds / FPS:.2f}x real time at {FPS} fps)"
+                        f"({result.frame_count / seconds / FPS:.2f}x real time at {FPS} fps), "
+                        f"CPU {cpu / video_seconds:.2f} s per second of video"
                     )
     print(f"load after: {os.getloadavg()}")
 

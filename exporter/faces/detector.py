@@ -6,14 +6,17 @@ the input size and the stride are what they are.
 
 Video is decoded with PyAV, which also scales each analysed frame to the network's input size (only the
 analysed frames are converted). The network runs on every ``stride``-th frame (and on the last frame), in
-VIDEO_WORKERS threads while the next frames are decoded; between two analysed frames each box is carried
-over by linear interpolation when it matches a box of the other analysed frame, or held in place otherwise,
-and widened by the motion, so that a face seen on an analysed frame is covered on the frames between.
-Boxes on consecutive frames are then linked into runs, and a run whose best score never reaches
-``DEFAULT_MIN_PEAK`` is dropped as a false alarm: a real face mostly reaches a higher score on some frame of
-its run while most false boxes (textures, a hand) stay weak on every frame, so a low per-frame threshold keeps
-weakly scored frames of real faces without keeping most false boxes (bench/faces_candidates.py measures it).
-Only boxes are kept: memory does not grow with the length of the video beyond the boxes themselves.
+VIDEO_WORKERS threads while the next frames are decoded, with a low threshold. Each box it finds there is then
+verified: the same network runs on a crop of the full-resolution frame around the box, scaled so that the box
+is VERIFY_BOX px tall (a size the network sees faces well at), and the box's verification score is the best
+score of a box found there overlapping it. Between two analysed frames each box is carried over by linear
+interpolation when it matches a box of the other analysed frame, or held in place otherwise, and widened by the
+motion, so that a face seen on an analysed frame is covered on the frames between. Boxes on consecutive frames
+are then linked into runs, and a run whose best verification score never reaches ``DEFAULT_MIN_VERIFIED`` (or
+whose best network score never reaches ``DEFAULT_MIN_PEAK``) is dropped as a false alarm: a real face scores
+high on some crop of its run while textures and the hand, which a wide input and a low threshold let through,
+score low there (bench/faces_candidates.py measures it). Only boxes are kept: memory does not grow with the
+length of the video beyond the boxes themselves.
 """
 
 from __future__ import annotations
@@ -44,11 +47,15 @@ DETECTOR_VERSION = "1.5.0"  # the version of the package that ships the weights 
 WEIGHTS_SHA256 = "09189deaaf8646c5c51a68447e3c744ea1e211798155d4728c20507b9f5aefbc"
 DEFAULT_THRESHOLD = 0.1
 # Network input width for video (the height follows the frame's aspect ratio, both multiples of 32), the
-# stride between analysed frames and the best score a run of boxes must reach somewhere to be kept: chosen
-# by measurement (docs/privacy.md, bench/faces.py, bench/faces_candidates.py).
+# stride between analysed frames and the best network score a run of boxes must reach somewhere to be kept
+# (0: none needed): chosen by measurement (docs/privacy.md, bench/faces.py, bench/faces_candidates.py).
 DEFAULT_INPUT_WIDTH = 640
 DEFAULT_STRIDE = 4
-DEFAULT_MIN_PEAK = 0.3
+DEFAULT_MIN_PEAK = 0.0
+# The verification stage (verify_boxes): the best verification score a run must reach somewhere to be kept
+# (0: no verification), and how many boxes of an analysed frame are verified at most (the best-scored).
+DEFAULT_MIN_VERIFIED = 0.4
+VERIFY_MAX = 8
 NMS_IOU = 0.3
 # One image (detect_rgb, detect_image): one network run on the machine's two cores. A video (detect_video):
 # VIDEO_WORKERS runs of the network at once on different analysed frames, each on one thread, while the
@@ -74,8 +81,12 @@ class WeightsError(RuntimeError):
 
 
 def settings_tag() -> str:
-    """The settings that change which boxes detect_video reports: input width, stride, threshold, run peak."""
-    return f"w{DEFAULT_INPUT_WIDTH}s{DEFAULT_STRIDE}t{DEFAULT_THRESHOLD:g}p{DEFAULT_MIN_PEAK:g}"
+    """The settings that change which boxes detect_video reports: input width, stride, threshold, run peak and,
+    when runs are verified, the verification floor, the box and crop sizes and the boxes verified per frame."""
+    tag = f"w{DEFAULT_INPUT_WIDTH}s{DEFAULT_STRIDE}t{DEFAULT_THRESHOLD:g}p{DEFAULT_MIN_PEAK:g}"
+    if DEFAULT_MIN_VERIFIED > 0:
+        tag += f"v{DEFAULT_MIN_VERIFIED:g}c{VERIFY_BOX}x{VERIFY_INPUT}n{VERIFY_MAX}"
+    return tag
 
 
 def detector_id() -> str:
@@ -176,6 +187,7 @@ class _Worker:
         self.blob: np.ndarray | None = None
 
     def run(self, rgb: np.ndarray, threshold: float) -> tuple[np.ndarray, np.ndarray]:
+        """The network on an RGB image of the network's size: boxes in its pixels and their scores."""
         shape = (1, 3, *rgb.shape[:2])
         if self.blob is None or self.blob.shape != shape:
             self.blob = np.empty(shape, np.float32)
@@ -365,16 +377,12 @@ def fill_between(
     return out
 
 
-def strong_runs(frames: np.ndarray, boxes: np.ndarray, scores: np.ndarray, min_peak: float) -> np.ndarray:
-    """Which boxes to keep (a boolean mask): boxes of consecutive frames are linked into runs (each box to the
-    box of the frame before that _match pairs it with) and a run whose best score stays below ``min_peak`` is
-    dropped. ``frames`` must be in order; ``min_peak`` 0 keeps every box."""
-    keep = np.ones(len(frames), dtype=bool)
-    if min_peak <= 0 or len(frames) == 0:
-        return keep
+def run_ids(frames: np.ndarray, boxes: np.ndarray) -> np.ndarray:
+    """The run each box belongs to (0, 1, ...): boxes of consecutive frames are linked into runs, each box to the
+    box of the frame before that _match pairs it with. ``frames`` must be in order."""
     run_of = np.empty(len(frames), np.int64)
-    peaks: list[float] = []
-    starts = np.flatnonzero(np.r_[True, frames[1:] != frames[:-1]])
+    count = 0
+    starts = np.flatnonzero(np.r_[True, frames[1:] != frames[:-1]]) if len(frames) else np.zeros(0, np.int64)
     previous: tuple[int, slice] | None = None
     for start, end in zip(starts, [*starts[1:], len(frames)], strict=True):
         runs = np.full(end - start, -1, np.int64)
@@ -383,12 +391,34 @@ def strong_runs(frames: np.ndarray, boxes: np.ndarray, scores: np.ndarray, min_p
                 runs[i] = run_of[previous[1]][j]
         for i in range(end - start):
             if runs[i] < 0:
-                runs[i] = len(peaks)
-                peaks.append(0.0)
-            peaks[runs[i]] = max(peaks[runs[i]], float(scores[start + i]))
+                runs[i] = count
+                count += 1
         run_of[start:end] = runs
         previous = (int(frames[start]), slice(start, end))
-    return np.asarray(peaks)[run_of] >= min_peak
+    return run_of
+
+
+def strong_runs(
+    frames: np.ndarray, boxes: np.ndarray, scores: np.ndarray, min_peak: float, min_verified: float = 0.0
+) -> np.ndarray:
+    """Which boxes to keep (a boolean mask): boxes are linked into runs (run_ids) and a run whose best score
+    stays below ``min_peak``, or whose best verification score stays below ``min_verified``, is dropped.
+    ``scores`` are the network's scores, or (raw, verification) pairs as detect_video carries them (a 1-D
+    ``scores`` has no verification: ``min_verified`` must be 0). ``frames`` must be in order; both limits 0
+    keep every box."""
+    keep = np.ones(len(frames), dtype=bool)
+    if (min_peak <= 0 and min_verified <= 0) or len(frames) == 0:
+        return keep
+    pairs = scores.reshape(len(frames), -1).astype(np.float64)
+    if min_verified > 0 and pairs.shape[1] < 2:
+        raise ValueError("strong_runs: a verification floor needs (raw, verification) score pairs")
+    run_of = run_ids(frames, boxes)
+    peaks = np.zeros((int(run_of.max()) + 1, pairs.shape[1]), np.float64)
+    np.maximum.at(peaks, run_of, pairs)
+    keep = peaks[run_of, 0] >= min_peak
+    if min_verified > 0:
+        keep &= peaks[run_of, 1] >= min_verified
+    return keep
 
 
 def replay_stride(
@@ -397,11 +427,14 @@ def replay_stride(
     width: int,
     height: int,
     min_peak: float = DEFAULT_MIN_PEAK,
+    min_verified: float = DEFAULT_MIN_VERIFIED,
 ) -> list[tuple[np.ndarray, np.ndarray]]:
     """Given the network's result on every frame, what detect_video reports with this stride: the results of
     frames 0, stride, 2*stride, ... and the last, and boxes carried by fill_between on the frames between,
-    without the runs whose best score stays below ``min_peak`` (used to measure a stride's recall without
-    running the network once per stride)."""
+    without the runs whose best score stays below ``min_peak`` or whose best verification score stays below
+    ``min_verified`` (used to measure a stride's recall without running the network once per stride). A
+    result's scores are the network's, or (raw, verification) pairs (verify_image) as detect_video makes them;
+    the scores given back are the network's."""
     n = len(results)
     if n == 0:
         return []
@@ -410,17 +443,86 @@ def replay_stride(
     for a, b in itertools.pairwise(keys):
         for offset, carried in enumerate(fill_between(results[a], results[b], b - a, width, height), start=1):
             out[a + offset] = carried
-    if min_peak <= 0:
-        return out
+    columns = 2 if any(s.ndim == 2 for _b, s in out) else 1
     frames = np.concatenate([np.full(len(b), i, np.int32) for i, (b, _s) in enumerate(out)]).astype(np.int32)
     boxes = np.concatenate([b.reshape(-1, 4) for b, _s in out]).astype(np.float32)
-    scores = np.concatenate([s for _b, s in out]).astype(np.float32)
-    keep = strong_runs(frames, boxes, scores, min_peak)
-    return [(out[i][0][keep[frames == i]], out[i][1][keep[frames == i]]) for i in range(n)]
+    scores = np.concatenate([s.reshape(-1, columns) for _b, s in out]).astype(np.float32)
+    keep = strong_runs(frames, boxes, scores, min_peak, min_verified)
+    return [(boxes[(frames == i) & keep], scores[(frames == i) & keep, 0]) for i in range(n)]
+
+
+# Verification (verify_boxes): each candidate box is looked at again by the same network, in a square crop of
+# the full-resolution frame around it, scaled so that the box is VERIFY_BOX px tall in a VERIFY_INPUT px input
+# (the crop spans VERIFY_INPUT / VERIFY_BOX times the box); its verification score is the best score the network
+# gives there to a box overlapping it by VERIFY_IOU or more (0 when none reaches VERIFY_FLOOR).
+VERIFY_INPUT = 256
+VERIFY_BOX = 96
+VERIFY_IOU = 0.3
+VERIFY_FLOOR = 0.05
+
+
+def verify_crops(
+    rgb: np.ndarray, boxes: np.ndarray, side: int = VERIFY_INPUT, box_px: int = VERIFY_BOX
+) -> tuple[np.ndarray, np.ndarray]:
+    """For each box (x0, y0, x1, y1 in the RGB frame's pixels): the (side, side, 3) crop around it, scaled so
+    that the box is ``box_px`` tall (the part outside the frame black), and the box in the crop's pixels."""
+    height, width = rgb.shape[:2]
+    crops = np.zeros((len(boxes), side, side, 3), np.uint8)
+    inside = np.zeros((len(boxes), 4), np.float32)
+    for i, (x0, y0, x1, y1) in enumerate(np.asarray(boxes, np.float64).reshape(-1, 4)):
+        scale = box_px / max(y1 - y0, x1 - x0, 1.0)
+        span = side / scale  # the crop's side in the frame's pixels
+        left, top = (x0 + x1) / 2 - span / 2, (y0 + y1) / 2 - span / 2
+        inside[i] = ((x0 - left) * scale, (y0 - top) * scale, (x1 - left) * scale, (y1 - top) * scale)
+        fx0, fy0 = max(0, math.ceil(left)), max(0, math.ceil(top))
+        fx1, fy1 = min(width, math.floor(left + span)), min(height, math.floor(top + span))
+        if fx1 <= fx0 or fy1 <= fy0:
+            continue
+        cx0, cy0 = max(0, round((fx0 - left) * scale)), max(0, round((fy0 - top) * scale))
+        cx1, cy1 = min(side, round((fx1 - left) * scale)), min(side, round((fy1 - top) * scale))
+        if cx1 - cx0 < 8 or cy1 - cy0 < 8 or fx1 - fx0 < 8 or fy1 - fy0 < 8:
+            continue  # a sliver of the frame at the crop's edge: left black
+        part = av.VideoFrame.from_ndarray(np.ascontiguousarray(rgb[fy0:fy1, fx0:fx1]), format="rgb24")
+        crops[i, cy0:cy1, cx0:cx1] = part.to_ndarray(width=cx1 - cx0, height=cy1 - cy0, format="rgb24")
+    return crops, inside
+
+
+def verify_boxes(session, rgb: np.ndarray, boxes: np.ndarray, side: int = VERIFY_INPUT,
+                 box_px: int = VERIFY_BOX) -> np.ndarray:
+    """The verification score of each box of an RGB frame (full resolution): the network run once on the batch
+    of crops that verify_crops makes, each crop's best box overlapping the candidate by VERIFY_IOU."""
+    out = np.zeros(len(boxes), np.float32)
+    if len(boxes) == 0:
+        return out
+    crops, inside = verify_crops(rgb, boxes, side, box_px)
+    blob = np.ascontiguousarray(crops.transpose(0, 3, 1, 2), dtype=np.float32)
+    heatmap, scale, offset = session.run(list(_OUTPUTS[:3]), {_INPUT: blob})
+    for i in range(len(boxes)):
+        found, scores = decode(heatmap[i : i + 1], scale[i : i + 1], offset[i : i + 1], VERIFY_FLOOR, (side, side))
+        if len(found):
+            overlap = _iou(inside[i : i + 1], found)[0] >= VERIFY_IOU
+            if overlap.any():
+                out[i] = float(scores[overlap].max())
+    return out
+
+
+def verify_candidates(session, rgb: np.ndarray, boxes: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """The verification scores of an analysed frame's boxes (verify_boxes on the full-resolution RGB frame):
+    the VERIFY_MAX best-scored boxes are verified, the others score 0."""
+    out = np.zeros(len(boxes), np.float32)
+    if len(boxes):
+        chosen = np.argsort(-scores, kind="stable")[:VERIFY_MAX]
+        out[chosen] = verify_boxes(session, rgb, boxes[chosen])
+    return out
+
+
+def verify_image(rgb: np.ndarray, boxes: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """verify_candidates with the one-image session (the benchmarks' detect_image results)."""
+    return verify_candidates(_session(), rgb, boxes, scores)
 
 
 class _Collector:
-    """Rows of detections, appended in frame order, kept as compact arrays."""
+    """Rows of detections, appended in frame order, kept as compact arrays (scores: (raw, verification))."""
 
     def __init__(self) -> None:
         self.frames: list[np.ndarray] = []
@@ -435,7 +537,7 @@ class _Collector:
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if not self.frames:
-            return np.zeros(0, np.int32), np.zeros((0, 4), np.float32), np.zeros(0, np.float32)
+            return np.zeros(0, np.int32), np.zeros((0, 4), np.float32), np.zeros((0, 2), np.float32)
         return np.concatenate(self.frames), np.concatenate(self.boxes), np.concatenate(self.scores)
 
 
@@ -447,10 +549,14 @@ def detect_video(
     stride: int = DEFAULT_STRIDE,
     input_width: int | None = DEFAULT_INPUT_WIDTH,
     min_peak: float = DEFAULT_MIN_PEAK,
+    min_verified: float = DEFAULT_MIN_VERIFIED,
 ) -> Detections:
     """Every face box of an MP4's video stream (frame index in decode order = display order for the shards).
 
-    Runs of boxes whose best score stays below ``min_peak`` are dropped (strong_runs; 0 keeps every box).
+    Each box of an analysed frame is verified (verify_candidates: the network again on a crop of the full
+    frame around it, at a scale that suits it) and runs of boxes whose best score stays below ``min_peak`` or
+    whose best verification score stays below ``min_verified`` are dropped (strong_runs; 0 and 0 keep every
+    box; with ``min_verified`` 0 nothing is verified).
     The analysed frames go to VIDEO_WORKERS threads running the network at once (at most VIDEO_IN_FLIGHT
     waiting), their results are collected in frame order: the boxes are those of running the frames one by one.
 
@@ -463,6 +569,8 @@ def detect_video(
         raise ValueError(f"face detector: stride {stride!r} is not a positive whole number")
     if not (0.0 <= min_peak < 1.0):
         raise ValueError(f"face detector: run peak {min_peak!r} is not between 0 and 1")
+    if not (0.0 <= min_verified < 1.0):
+        raise ValueError(f"face detector: verification floor {min_verified!r} is not between 0 and 1")
     sessions = video_sessions()  # the weights are checked before any decoding
     collector = _Collector()
     try:
@@ -479,17 +587,22 @@ def detect_video(
         sx, sy = net_w / width, net_h / height
         total = stream.frames or 0
 
-        def analyse(rgb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        def analyse(rgb: np.ndarray, frame: av.VideoFrame) -> tuple[np.ndarray, np.ndarray]:
             worker = sessions.get()  # never waits: as many sessions as workers
             try:
                 boxes, scores = worker.run(rgb, threshold)
+                boxes = _to_frame(boxes, sx, sy, width, height)
+                verified = np.zeros(len(boxes), np.float32)
+                if min_verified > 0 and len(boxes):
+                    # the crops are cut from the frame at full resolution, converted only when it has a box
+                    verified = verify_candidates(worker.session, frame.to_ndarray(format="rgb24"), boxes, scores)
             finally:
                 sessions.put(worker)
-            return _to_frame(boxes, sx, sy, width, height), scores
+            return boxes, np.stack([scores, verified], axis=1).astype(np.float32)
 
         def submit(frame: av.VideoFrame) -> Future:
             # only analysed frames are converted: scaled to the network's size and to RGB in one swscale call
-            return workers.submit(analyse, frame.to_ndarray(width=net_w, height=net_h, format="rgb24"))
+            return workers.submit(analyse, frame.to_ndarray(width=net_w, height=net_h, format="rgb24"), frame)
 
         # Analysed frames are run by the workers while the next ones are decoded, and collected in order: the
         # frames between two analysed frames are filled once both results are in; progress counts the frames
@@ -532,8 +645,8 @@ def detect_video(
         if progress is not None:
             progress(frame_count, frame_count)
     frames, boxes, scores = collector.arrays()
-    keep = strong_runs(frames, boxes, scores, min_peak)
-    frames, boxes, scores = frames[keep], boxes[keep], scores[keep]
+    keep = strong_runs(frames, boxes, scores, min_peak, min_verified)
+    frames, boxes, scores = frames[keep], boxes[keep], scores[keep, 0]
     return Detections(
         detector=DETECTOR_NAME,
         version=DETECTOR_VERSION,

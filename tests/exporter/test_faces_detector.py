@@ -101,7 +101,17 @@ def test_detector_id_names_the_detector_version_weights_and_settings():
 
 @pytest.mark.parametrize(
     ("setting", "value"),
-    [("DEFAULT_INPUT_WIDTH", 960), ("DEFAULT_STRIDE", 2), ("DEFAULT_THRESHOLD", 0.2), ("DEFAULT_MIN_PEAK", 0.0)],
+    [
+        ("DEFAULT_INPUT_WIDTH", 960),
+        ("DEFAULT_STRIDE", 2),
+        ("DEFAULT_THRESHOLD", 0.2),
+        ("DEFAULT_MIN_PEAK", 0.45),
+        ("DEFAULT_MIN_VERIFIED", 0.65),
+        ("DEFAULT_MIN_VERIFIED", 0.0),
+        ("VERIFY_BOX", 64),
+        ("VERIFY_INPUT", 192),
+        ("VERIFY_MAX", 3),
+    ],
 )
 def test_detector_id_changes_with_each_setting_that_changes_the_boxes(monkeypatch, setting, value):
     before = detector.detector_id()
@@ -290,12 +300,94 @@ def test_replay_stride_drops_weak_runs_as_detect_video_does():
     face = (np.array([[100, 100, 140, 150]], np.float32), np.array([0.9], np.float32))
     weak = (np.array([[400, 200, 440, 250]], np.float32), np.array([0.25], np.float32))
     results = [(np.concatenate([face[0], weak[0]]), np.concatenate([face[1], weak[1]]))] * 5
-    played = detector.replay_stride(results, 2, 640, 360, min_peak=0.4)
+    played = detector.replay_stride(results, 2, 640, 360, min_peak=0.4, min_verified=0.0)
     assert [len(boxes) for boxes, _s in played] == [1] * 5
-    kept = detector.replay_stride(results, 2, 640, 360, min_peak=0.0)
+    kept = detector.replay_stride(results, 2, 640, 360, min_peak=0.0, min_verified=0.0)
     assert [len(boxes) for boxes, _s in kept] == [2] * 5
 
 
 def test_detect_video_refuses_a_run_peak_outside_0_to_1(tmp_path):
     with pytest.raises(ValueError, match="run peak"):
         detector.detect_video(tmp_path / "x.mp4", min_peak=1.5)
+
+
+def test_detect_video_refuses_a_verification_floor_outside_0_to_1(tmp_path):
+    with pytest.raises(ValueError, match="verification floor"):
+        detector.detect_video(tmp_path / "x.mp4", min_verified=1.0)
+
+
+# --- verification --------------------------------------------------------------------------------------------
+
+
+def test_verification_crop_scales_the_box_to_the_verification_size_and_centres_it():
+    frame = np.full((360, 640, 3), 200, np.uint8)
+    frame[100:140, 300:330] = 10  # a dark 30x40 block: the candidate box
+    crops, inside = detector.verify_crops(frame, np.array([[300, 100, 330, 140]], np.float32), side=192, box_px=64)
+    assert crops.shape == (1, 192, 192, 3)
+    np.testing.assert_allclose(inside[0], [96 - 24, 96 - 32, 96 + 24, 96 + 32], atol=0.01)
+    dark = np.argwhere(crops[0, :, :, 0] < 100)
+    (y0, x0), (y1, x1) = dark.min(axis=0), dark.max(axis=0)
+    assert abs(y0 - 64) <= 2 and abs(y1 - 127) <= 2 and abs(x0 - 72) <= 2 and abs(x1 - 119) <= 2
+
+
+def test_verification_crop_past_the_frame_edge_is_black_there():
+    frame = np.full((360, 640, 3), 200, np.uint8)
+    crops, inside = detector.verify_crops(frame, np.array([[0, 0, 40, 40]], np.float32), side=192, box_px=64)
+    # the crop spans 3 box sizes centred on the box: its top-left 1 box size is outside the frame
+    assert crops[0, :60, :60].max() == 0
+    assert crops[0, 70:, 70:].min() == 200
+    np.testing.assert_allclose(inside[0], [64, 64, 128, 128], atol=0.01)
+
+
+def test_verification_scores_a_face_high_and_a_texture_box_low():
+    frame, truth = _frame_with_astronaut()
+    texture = (20, 20, 80, 95)  # a face-sized box over the brick and grass background
+    scores = detector.verify_image(frame, np.array([truth, texture], np.float32), np.array([0.9, 0.2], np.float32))
+    assert scores[0] > 0.7, scores
+    assert scores[1] < 0.2, scores
+
+
+def test_only_the_best_scored_boxes_are_verified(monkeypatch):
+    seen = []
+    monkeypatch.setattr(detector, "verify_boxes", lambda session, rgb, boxes: seen.append(boxes) or np.ones(len(boxes)))
+    monkeypatch.setattr(detector, "VERIFY_MAX", 2)
+    boxes = np.array([[0, 0, 10, 10], [20, 0, 30, 10], [40, 0, 50, 10]], np.float32)
+    scores = detector.verify_candidates(None, np.zeros((64, 64, 3), np.uint8), boxes, np.array([0.2, 0.9, 0.5]))
+    np.testing.assert_array_equal(seen[0], boxes[[1, 2]])
+    assert scores.tolist() == [0.0, 1.0, 1.0]
+
+
+def test_runs_whose_best_verification_score_stays_low_are_dropped():
+    # a run of three frames verified once at 0.8; a run of two never verified above 0.3
+    frames = np.array([0, 0, 1, 1, 2], np.int32)
+    boxes = np.array(
+        [[100, 100, 140, 150], [400, 200, 440, 250], [104, 100, 144, 150], [401, 200, 441, 250],
+         [108, 100, 148, 150]],
+        np.float32,
+    )
+    pairs = np.array([[0.2, 0.0], [0.9, 0.3], [0.3, 0.8], [0.9, 0.1], [0.2, 0.0]], np.float32)
+    assert detector.strong_runs(frames, boxes, pairs, 0.0, 0.5).tolist() == [True, False, True, False, True]
+    assert detector.strong_runs(frames, boxes, pairs, 0.5, 0.5).tolist() == [False] * 5  # both limits apply
+    assert detector.strong_runs(frames, boxes, pairs, 0.0, 0.0).all()
+    with pytest.raises(ValueError, match="pairs"):
+        detector.strong_runs(frames, boxes, pairs[:, 0], 0.0, 0.5)
+
+
+def test_replay_stride_drops_unverified_runs_as_detect_video_does():
+    face = (np.array([[100, 100, 140, 150]], np.float32), np.array([[0.3, 0.9]], np.float32))
+    texture = (np.array([[400, 200, 440, 250]], np.float32), np.array([[0.8, 0.1]], np.float32))
+    results = [(np.concatenate([face[0], texture[0]]), np.concatenate([face[1], texture[1]]))] * 5
+    played = detector.replay_stride(results, 2, 640, 360, min_peak=0.0, min_verified=0.5)
+    assert [len(boxes) for boxes, _s in played] == [1] * 5
+    assert [scores.tolist() for _b, scores in played] == [[pytest.approx(0.3)]] * 5  # the network's scores
+    kept = detector.replay_stride(results, 2, 640, 360, min_peak=0.0, min_verified=0.0)
+    assert [len(boxes) for boxes, _s in kept] == [2] * 5
+
+
+def test_detect_video_keeps_only_verified_runs(tmp_path, monkeypatch):
+    frame, _truth = _frame_with_astronaut()
+    _write_video(tmp_path / "faces.mp4", [np.roll(frame, 4 * i, axis=1) for i in range(9)])
+    assert len(detector.detect_video(tmp_path / "faces.mp4", min_verified=0.5).frames) >= 9
+    monkeypatch.setattr(detector, "verify_boxes", lambda session, rgb, boxes: np.full(len(boxes), 0.4, np.float32))
+    assert len(detector.detect_video(tmp_path / "faces.mp4", min_verified=0.5).frames) == 0
+    assert len(detector.detect_video(tmp_path / "faces.mp4", min_verified=0.0).frames) >= 9
