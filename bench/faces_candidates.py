@@ -210,6 +210,22 @@ def play(scheme: Scheme, per_width: dict, clip_index: int, n: int, width: int, h
     return out
 
 
+def carried_flat(keyed: dict, n: int, width: int, height: int) -> tuple[list, np.ndarray, np.ndarray, np.ndarray]:
+    """The analysed frames' (boxes, (raw, verification) scores) in ``keyed`` with the boxes carried to the frames
+    between (detector.fill_between), per frame and as flat arrays (frame index, boxes, score pairs)."""
+    out = [None] * n
+    ordered = sorted(keyed)
+    for k in ordered:
+        out[k] = keyed[k]
+    for a, b in itertools.pairwise(ordered):
+        for offset, carried in enumerate(detector.fill_between(keyed[a], keyed[b], b - a, width, height), start=1):
+            out[a + offset] = carried
+    index = np.concatenate([np.full(len(b), i, np.int32) for i, (b, _s) in enumerate(out)]).astype(np.int32)
+    boxes = np.concatenate([b.reshape(-1, 4) for b, _s in out]).astype(np.float32)
+    scores = np.concatenate([sc.reshape(-1, 2) for _b, sc in out]).astype(np.float32)
+    return out, index, boxes, scores
+
+
 def play_verified(scheme: Scheme, per_width: dict, clip_index: int, n: int, width: int, height: int,
                   verified: dict) -> list:
     box_px, side = scheme.verify
@@ -231,16 +247,7 @@ def play_verified(scheme: Scheme, per_width: dict, clip_index: int, n: int, widt
             keyed[k] = (boxes[keep], scores[keep])
         else:
             keyed[k] = parts[0]
-    out = [None] * n
-    ordered = sorted(keyed)
-    for k in ordered:
-        out[k] = keyed[k]
-    for a, b in itertools.pairwise(ordered):
-        for offset, carried in enumerate(detector.fill_between(keyed[a], keyed[b], b - a, width, height), start=1):
-            out[a + offset] = carried
-    index = np.concatenate([np.full(len(b), i, np.int32) for i, (b, _s) in enumerate(out)]).astype(np.int32)
-    boxes = np.concatenate([b.reshape(-1, 4) for b, _s in out]).astype(np.float32)
-    scores = np.concatenate([sc.reshape(-1, 2) for _b, sc in out]).astype(np.float32)
+    out, index, boxes, scores = carried_flat(keyed, n, width, height)
     keep = np.ones(len(index), bool)
     if len(index):
         run_of = detector.run_ids(index, boxes)
@@ -331,15 +338,7 @@ def play_verified_scores(scheme, per_width, clip_index, n, width, height, verifi
     keys = sorted(set(range(0, n, scheme.stride)) | {n - 1})
     keyed = {k: with_verification(per_width[scheme.width][clip_index][k], scheme.threshold,
                                   verified[(box_px, side, scheme.width)][clip_index][k]) for k in keys}
-    out = [None] * n
-    for k in keys:
-        out[k] = keyed[k]
-    for a, b in itertools.pairwise(keys):
-        for offset, carried in enumerate(detector.fill_between(keyed[a], keyed[b], b - a, width, height), start=1):
-            out[a + offset] = carried
-    index = np.concatenate([np.full(len(b), i, np.int32) for i, (b, _s) in enumerate(out)]).astype(np.int32)
-    boxes = np.concatenate([b.reshape(-1, 4) for b, _s in out]).astype(np.float32)
-    scores = np.concatenate([sc.reshape(-1, 2) for _b, sc in out]).astype(np.float32)
+    _out, index, boxes, scores = carried_flat(keyed, n, width, height)
     return index, boxes, scores
 
 

@@ -163,6 +163,21 @@ def test_a_redact_release_publishes_the_derived_shard_and_the_face_cannot_be_fou
 
 
 @pytest.fixture
+def reviewed(reg, verified, store_detections):
+    """``reviewed(count, every_frame=False)``: verified episodes, each with a stored detection (a box on its first
+    frame, or on every frame) that an ethics officer has reviewed."""
+    def make(count: int, *, every_frame: bool = False):
+        episodes = verified(count)
+        for episode in episodes:
+            frames = range(episode.length) if every_frame else [0]
+            store_detections(episode, {frame: [(4, 4, 14, 14)] for frame in frames})
+            with scope(study=reg.study):
+                review.mark_reviewed(reg.ethics, episode)
+        return episodes
+    return make
+
+
+@pytest.fixture
 def boxed(reg, team, verified, make_request, policy, detector_id, store_detections):
     """A redact release of one episode with a stored detection (box chosen here), reviewed, approved, published."""
     policy("redact")
@@ -176,13 +191,9 @@ def boxed(reg, team, verified, make_request, policy, detector_id, store_detectio
 
 
 def test_the_release_job_shows_which_episode_it_redacts_and_keeps_its_lease_while_it_does(
-        reg, team, verified, make_request, policy, detector_id, store_detections, monkeypatch):
+        reviewed, reg, team, verified, make_request, policy, detector_id, store_detections, monkeypatch):
     policy("redact")
-    episodes = verified(2)
-    for episode in episodes:
-        store_detections(episode, {frame: [(4, 4, 14, 14)] for frame in range(episode.length)})
-        with scope(study=reg.study):
-            review.mark_reviewed(reg.ethics, episode)
+    episodes = reviewed(2, every_frame=True)
     request = make_request(episodes)
     monkeypatch.setattr(publish, "HEARTBEAT_SECONDS", 0)  # every frame's progress written, to see them all
     written = []
@@ -231,13 +242,10 @@ def test_detect_releases_the_original_unchanged(reg, team, verified, make_reques
     assert not storage.walk(storage.shards(), redacted.derived_prefix(released, item))
 
 
-def test_a_redact_release_that_would_publish_the_original_video_fails(reg, team, verified, make_request, policy,
-                                                                      detector_id, store_detections, monkeypatch):
+def test_a_redact_release_that_would_publish_the_original_video_fails(
+        reviewed, reg, team, make_request, policy, detector_id, monkeypatch):
     policy("redact")
-    episode = verified(1)[0]
-    store_detections(episode, {0: [(4, 4, 14, 14)]})
-    with scope(study=reg.study):
-        review.mark_reviewed(reg.ethics, episode)
+    [episode] = reviewed(1)
     real = redacted.derive
 
     def leaky(release, item, progress=None):  # a derived shard listing the original's files: the scan refuses it
@@ -338,14 +346,11 @@ def test_a_withdrawal_of_a_redacted_episode_removes_its_derived_objects(reg, box
 
 
 @pytest.fixture
-def failed_redact(reg, team, verified, make_request, policy, detector_id, store_detections, monkeypatch):
+def failed_redact(reviewed, reg, team, verified, make_request, policy, detector_id, store_detections, monkeypatch):
     """A redact release whose job made its derived shard, then failed (a copy refused): the derived shard stays
     for a retry."""
     policy("redact")
-    episode = verified(1)[0]
-    store_detections(episode, {0: [(4, 4, 14, 14)]})
-    with scope(study=reg.study):
-        review.mark_reviewed(reg.ethics, episode)
+    [episode] = reviewed(1)
 
     def refused(*args, **kwargs):
         raise storage.ObjectMismatch("the copy does not match its receipt")
@@ -370,12 +375,9 @@ def test_a_withdrawal_removes_the_derived_shard_a_failed_release_kept(reg, faile
 
 @pytest.mark.parametrize("refusal", ["consent", "approval"])
 def test_a_release_stopped_by_a_withdrawal_or_an_unapproved_change_keeps_no_derived_shard(
-        reg, team, verified, make_request, policy, detector_id, store_detections, monkeypatch, refusal):
+        reviewed, reg, team, verified, make_request, policy, detector_id, store_detections, monkeypatch, refusal):
     policy("redact")
-    episode = verified(1)[0]
-    store_detections(episode, {0: [(4, 4, 14, 14)]})
-    with scope(study=reg.study):
-        review.mark_reviewed(reg.ethics, episode)
+    [episode] = reviewed(1)
     checks = {"consent": "_require_consent", "approval": "_require_approved"}
     real = getattr(publish, checks[refusal])
     calls = []
@@ -394,18 +396,13 @@ def test_a_release_stopped_by_a_withdrawal_or_an_unapproved_change_keeps_no_deri
     assert storage.walk(storages["releases"], stopped.prefix) == []
 
 
-def test_a_dataset_from_a_redact_release_assembles_with_the_redacted_video(reg, team, verified, make_request, policy,
-                                                                           detector_id, store_detections,
-                                                                           make_researcher, tmp_path, test_output):
+def test_a_dataset_from_a_redact_release_assembles_with_the_redacted_video(
+        reviewed, reg, team, make_request, policy, detector_id, make_researcher, tmp_path, test_output):
     from portal.research.models import Dataset
     from portal.research.services import catalogue, datasets
 
     policy("redact")
-    episodes = verified(2)
-    for episode in episodes:
-        store_detections(episode, {frame: [(4, 4, 14, 14)] for frame in range(episode.length)})
-        with scope(study=reg.study):
-            review.mark_reviewed(reg.ethics, episode)
+    episodes = reviewed(2, every_frame=True)
     released = _publish(make_request(episodes), team)
     assert released.state == State.RELEASED, released.reason
     researcher = make_researcher("researcher")
@@ -502,14 +499,11 @@ def test_a_superseding_release_of_a_redact_release_publishes_its_own_derived_sha
 
 
 def test_the_face_policy_is_approved_with_the_section_and_a_database_write_after_approval_is_refused(
-        reg, team, verified, make_request, policy, detector_id, store_detections):
+        reviewed, reg, team, verified, make_request, policy, detector_id, store_detections):
     """The officers approve the policy with the episodes: someone who flips the request's policy in the database
     after the approvals (to publish the original videos) changes the section's digest, and the job refuses."""
     policy("redact")
-    episode = verified(1)[0]
-    store_detections(episode, {0: [(4, 4, 14, 14)]})
-    with scope(study=reg.study):
-        review.mark_reviewed(reg.ethics, episode)
+    [episode] = reviewed(1)
     request = make_request([episode])
     with scope(study=reg.study):
         from portal.releases.services import manifest as release_manifest
@@ -621,14 +615,12 @@ def test_boxes_a_database_writer_changed_after_approval_stop_the_release(
 
 
 def test_a_review_written_into_the_database_is_not_one_the_release_accepts(
-        reg, team, verified, make_request, policy, detector_id, store_detections):
+        reviewed, reg, team, verified, make_request, policy, detector_id, store_detections):
     """An officer added a box after the last review (so the episode needs a new one); a database writer makes a
     review row instead of an officer's review: the gate would pass, the release job does not."""
     policy("redact")
-    episode = verified(1)[0]
-    store_detections(episode, {0: [(4, 4, 14, 14)]})
+    [episode] = reviewed(1)
     with scope(study=reg.study):
-        review.mark_reviewed(reg.ethics, episode)
         review.add_span(reg.ethics, episode, [[0, 16, 4, 26, 14]])
         assert review.reviewed(episode, detection.current_detector_id()) is None
         FaceReview.objects.create(study=reg.study, episode=episode, detector_id=detection.current_detector_id(),
