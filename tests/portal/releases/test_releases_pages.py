@@ -112,3 +112,27 @@ def test_a_requester_withdrawing_is_shown_as_withdrawn_and_a_coordinator_is_not_
         reject(team.reg.ethics, other, reason="not covered by the purpose")
     listed = client.get(reverse("release-list", args=[team.study.code])).content.decode()
     assert 'data-state="rejected">Rejected</span>' in listed
+
+
+def test_a_release_being_made_shows_what_its_job_is_doing_on_the_page_and_in_its_status(team, verified,
+                                                                                        make_request, client):
+    from portal.releases.models import Release
+    from portal.releases.services import publish
+    from portal.releases.services.approval import approve
+
+    request = make_request(verified(1))
+    with scope(study=team.study):
+        for officer in (team.reg.ethics, team.ethics2):
+            approve(officer, request, manifest_sha256=request.manifest_sha256)
+        assert publish.claim_release(request.pk).state == ReleaseRequest.State.RELEASING
+        note = "redacting <episode-000000> (1 of 1): frame 7 of 30"
+        Release.objects.filter(request=request).update(progress_note=note)
+    client.force_login(team.reg.coordinator)
+    page = client.get(reverse("release-detail", args=[team.study.code, request.number])).content.decode()
+    assert ('<p id="progress-note">Redacting &lt;episode-000000&gt; (1 of 1): frame 7 of 30</p>' in page)
+    status = client.get(reverse("release-status", args=[team.study.code, request.number])).json()
+    assert status["progress_note"] == note
+    with scope(study=team.study):
+        Release.objects.filter(request=request).update(progress_note="")
+    page = client.get(reverse("release-detail", args=[team.study.code, request.number])).content.decode()
+    assert '<p id="progress-note" hidden></p>' in page
