@@ -136,7 +136,7 @@ AUTH_PASSWORD_VALIDATORS = [
 # Axes first: it refuses any attempt from a locked-out user or address before a password is checked.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
-    "django.contrib.auth.backends.ModelBackend",
+    "portal.accounts.backends.ModelBackend",  # Django's, reading the user with a query compiled once
 ]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard"

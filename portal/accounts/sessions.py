@@ -2,16 +2,20 @@
 
 Every signed-in request reads its session: the same query each time, for another key at another time. The rows,
 the table and what a session holds are Django's (``django.contrib.sessions.backends.db``); a session that is
-deleted, expired or unknown is not found, on the next request as before.
+deleted, expired or unknown is not found, on the next request as before. A session signed in with Django's
+``ModelBackend`` is read as signed in with the portal's (``accounts.backends``: the same users, read with a
+query compiled once).
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from django.contrib.auth import BACKEND_SESSION_KEY
 from django.contrib.sessions.backends import db
 from django.utils import timezone
 
+from portal.accounts.backends import DJANGO_MODEL_BACKEND, MODEL_BACKEND
 from portal.core.fixed_query import FixedQuery
 
 # The samples are two keys and two times (``core.fixed_query``); no session is read with them.
@@ -30,4 +34,7 @@ class SessionStore(db.SessionStore):
         if not rows:
             self._session_key = None
             return {}
-        return self.decode(rows[0][0])
+        data = self.decode(rows[0][0])
+        if data.get(BACKEND_SESSION_KEY) == DJANGO_MODEL_BACKEND:  # signed in before the portal's subclass
+            data[BACKEND_SESSION_KEY] = MODEL_BACKEND
+        return data

@@ -19,17 +19,13 @@ class BrowseFilter(RenderedOnce, forms.Form):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        # The released episodes as this request reads them (the browse page lists them too: one query fewer).
-        self.released = released = catalogue.released_items()
-        values = {kind: [] for kind in EpisodeTag.Kind.values}  # every kind's menu from one query
-        for kind, value in (EpisodeTag.objects.filter(kind__in=values, episode__in=released.values("episode"))
-                            .values_list("kind", "value").distinct().order_by("kind", "value")):
-            values[kind].append(value)
+        # The released episodes as this request reads them (the browse page lists them too: one query fewer) and
+        # every menu's values.
+        self.released, values, numbers = catalogue.browse_menus()
         for kind, kind_values in values.items():
             self.fields[kind].choices = [("", f"any {kind}"), *((value, value) for value in kind_values)]
         self.fields["release"].choices = [("", "any release"), *(
-            (number, f"release-{number:04d}") for number in
-            catalogue.released_requests().order_by("-number").values_list("number", flat=True))]
+            (number, f"release-{number:04d}") for number in numbers)]
 
     def apply(self, items):
         if not self.is_valid():

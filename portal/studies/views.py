@@ -64,15 +64,7 @@ def overview(request: HttpRequest, study) -> HttpResponse:
     context = {"study": study, "roles": request.study_roles, "registry": registry,
                "agreement": study_service.current_data_use_agreement(study)}
     if registry:
-        context["counts"] = {
-            "headsets": Headset.objects.filter(retired_on__isnull=True).count(),
-            "retired_headsets": Headset.objects.filter(retired_on__isnull=False).count(),
-            "demonstrators": Demonstrator.objects.count(),
-            "withdrawn": Demonstrator.objects.filter(consent_events__kind=ConsentEvent.Kind.WITHDRAWN)
-            .distinct().count(),
-            "documents": ConsentDocument.objects.count(),
-            "pending_documents": ConsentDocument.objects.filter(accepted_at__isnull=True).count(),
-        }
+        context["counts"] = study_service.registry_counts(study)
     return render(request, "studies/overview.html", context)
 
 

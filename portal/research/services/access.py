@@ -10,11 +10,13 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
+from django_scopes import scopes_disabled
 
 from portal.access.models import Role, RoleGrant
 from portal.access.permissions import has_role
 from portal.access.services import grant_role, revoke_role
 from portal.audit.services import record
+from portal.core.fixed_query import FixedQuery
 from portal.core.states import transition
 from portal.research import notices
 from portal.research.exceptions import AccessRefused, ResearchError
@@ -233,24 +235,50 @@ def researcher_grant(user, study: Study) -> RoleGrant | None:
     return RoleGrant.objects.filter(user=user, study=study, role=Role.RESEARCHER).first()
 
 
+# The live check's three reads (a page of a researcher's, every link, the viewer): their shapes never change, so
+# they are compiled once per process and run with the user and the study (``core.fixed_query``); what they read is
+# read anew every time. Each is the query of ``researcher_grant``, ``current_data_use_agreement`` and
+# ``latest_acceptance``, narrowed to the columns the check needs.
+_GRANT_EXPIRY = FixedQuery(
+    lambda user_id, study_id: RoleGrant.objects.filter(user_id=user_id, study_id=study_id, role=Role.RESEARCHER)
+    .order_by().values_list("expires_at")[:1],  # (user, study, role) is unique: one row or none
+    user_id=(1, 2), study_id=(3, 4))
+
+
+def _current_agreement_query(study_id: int) -> QuerySet:
+    with scopes_disabled():  # the study is a parameter of the query, as the scope would have made it
+        return DataUseAgreement.objects.filter(study_id=study_id).order_by("-version").values_list(
+            "pk", "version", "sha256")[:1]
+
+
+_CURRENT_AGREEMENT = FixedQuery(_current_agreement_query, study_id=(1, 2))
+_LATEST_ACCEPTANCE = FixedQuery(
+    lambda user_id, study_id: AgreementAcceptance.objects.filter(user_id=user_id, study_id=study_id)
+    .order_by("-version", "-pk").values_list(*(field.attname for field in AgreementAcceptance._meta.concrete_fields))
+    [:1], user_id=(1, 2), study_id=(3, 4))
+
+
 def _live_check(user, study: Study, now: datetime | None) -> tuple[str, AgreementAcceptance | None]:
     """What the live check refuses ("" when nothing) and, when it passes, the acceptance it relies on."""
     now = now or timezone.now()
     if not getattr(user, "is_authenticated", False) or not user.is_active:
         return "sign in first", None
-    grant = researcher_grant(user, study)
-    if grant is None:
+    grant = _GRANT_EXPIRY.rows(user_id=user.pk, study_id=study.pk)  # researcher_grant
+    if not grant:
         return f"you hold no researcher grant in study {study.code}; ask for access first", None
-    if not grant.is_active(now):
+    ((expires_at,),) = grant
+    if expires_at is not None and expires_at <= now:  # not RoleGrant.is_active(now)
         return (f"your researcher grant in study {study.code} ended on "
-                f"{timezone.localtime(grant.expires_at):%Y-%m-%d %H:%M}; ask for access again"), None
-    agreement = current_data_use_agreement(study)
-    if agreement is None:
+                f"{timezone.localtime(expires_at):%Y-%m-%d %H:%M}; ask for access again"), None
+    agreement = _CURRENT_AGREEMENT.rows(study_id=study.pk)  # current_data_use_agreement
+    if not agreement:
         return f"study {study.code} has no data-use agreement; no data can be given out", None
-    accepted = latest_acceptance(user, study)
-    if accepted is None or accepted.agreement_id != agreement.pk or accepted.sha256 != agreement.sha256:
+    ((agreement_id, version, sha256),) = agreement
+    accepted = next(iter(_LATEST_ACCEPTANCE.instances(AgreementAcceptance, user_id=user.pk, study_id=study.pk)),
+                    None)  # latest_acceptance
+    if accepted is None or accepted.agreement_id != agreement_id or accepted.sha256 != sha256:
         held = f" (you accepted version {accepted.version})" if accepted else ""
-        return (f"accept version {agreement.version} of the data-use agreement of study {study.code} "
+        return (f"accept version {version} of the data-use agreement of study {study.code} "
                 f"first{held}"), None
     return "", accepted
 

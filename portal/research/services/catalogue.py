@@ -4,11 +4,13 @@ stand now)."""
 
 from __future__ import annotations
 
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import Exists, Model, OuterRef, Q, QuerySet
 from django.shortcuts import get_object_or_404
+from django_scopes import get_scope, scopes_disabled
 
 from exporter.release import MANIFEST, SIGNATURE
-from portal.releases.models import Release, ReleaseItem, ReleaseRequest
+from portal.core.fixed_query import FixedQuery
+from portal.releases.models import EpisodeTag, Release, ReleaseItem, ReleaseRequest
 from portal.releases.services import gate, redacted
 from portal.research.exceptions import AccessRefused
 from portal.studies.models import Demonstrator
@@ -69,15 +71,84 @@ def not_published(study_code: str, number: object) -> str:
 def released_items() -> QuerySet[ReleaseItem]:
     """Every episode of every published release of the study in scope, and of a superseded one while its
     successor is on its way, the episodes the successor holds."""
+    return _released_items(_still_serving())
+
+
+def _released_items(still_serving: list[int]) -> QuerySet[ReleaseItem]:
     # The superseded releases still serving are read first (none, or a handful while a withdrawal's release is on
     # its way): with none, the list is the published releases' alone, read from the browse index in its order,
     # which an OR over the successor's state would keep the planner from doing.
-    still_serving = list(ReleaseRequest.objects.filter(state=SUPERSEDED, superseded_by__state__in=ON_ITS_WAY)
-                         .values_list("pk", flat=True))
     published = ReleaseItem.objects.filter(request__state=RELEASED)
     if not still_serving:
         return published
     return ReleaseItem.objects.filter(Q(request__state=RELEASED) | Q(_kept(), request__in=still_serving))
+
+
+def _still_serving_query(requests: QuerySet[ReleaseRequest]) -> QuerySet:
+    return requests.filter(state=SUPERSEDED, superseded_by__state__in=ON_ITS_WAY).values_list("pk")
+
+
+# The queries of a researcher's browse page whose shape never changes, in one study's scope: compiled once per
+# process and run with the study (``core.fixed_query``), each the scoped ORM query with the scope's filter written
+# out (tests compare their SQL). What they read is read anew on every request.
+def _in_study(build):
+    def query(study_id: int) -> QuerySet:
+        with scopes_disabled():
+            return build(study_id)
+    return FixedQuery(query, study_id=(1, 2))
+
+
+_STILL_SERVING = _in_study(lambda study_id: _still_serving_query(ReleaseRequest.objects.filter(study_id=study_id)))
+_PUBLISHED_TAGS = _in_study(lambda study_id: _tag_menus(
+    EpisodeTag.objects.filter(study_id=study_id),
+    ReleaseItem.objects.filter(study_id=study_id).filter(request__state=RELEASED)))
+_RELEASE_NUMBERS = _in_study(lambda study_id: _release_numbers(ReleaseRequest.objects.filter(study_id=study_id)))
+
+
+def _tag_menus(tags: QuerySet[EpisodeTag], released: QuerySet[ReleaseItem]) -> QuerySet:
+    """Every (kind, value) of the tags of the ``released`` episodes, in order: every kind's menu in one query."""
+    return (tags.filter(kind__in=EpisodeTag.Kind.values, episode__in=released.values("episode"))
+            .values_list("kind", "value").distinct().order_by("kind", "value"))
+
+
+def _release_numbers(requests: QuerySet[ReleaseRequest]) -> QuerySet:
+    return (requests.filter(Q(state=RELEASED) | Q(state=SUPERSEDED, superseded_by__state__in=ON_ITS_WAY))
+            .order_by("-number").values_list("number"))
+
+
+def _scoped_study_id() -> int | None:
+    """The study that the active scope narrows every scoped query to, if it is one study; else None."""
+    current = get_scope()
+    study = current.get("study")
+    if not current.get("_enabled", True) or study is None or isinstance(study, list | tuple):
+        return None
+    return study.pk if isinstance(study, Model) else study
+
+
+def _still_serving() -> list[int]:
+    study_id = _scoped_study_id()
+    rows = (_STILL_SERVING.rows(study_id=study_id) if study_id is not None
+            else _still_serving_query(ReleaseRequest.objects.all()))
+    return [pk for (pk,) in rows]
+
+
+def browse_menus() -> tuple[QuerySet[ReleaseItem], dict[str, list[str]], list[int]]:
+    """``released_items()`` and what the browse filters offer of them: the values of their episodes' tags by kind
+    (each kind in ``EpisodeTag.Kind`` order, values sorted) and the numbers of ``released_requests()``, newest
+    first."""
+    still_serving = _still_serving()
+    released = _released_items(still_serving)
+    study_id = _scoped_study_id()
+    if study_id is None:
+        tags, numbers = _tag_menus(EpisodeTag.objects.all(), released), _release_numbers(ReleaseRequest.objects.all())
+    else:
+        tags = (_tag_menus(EpisodeTag.objects.all(), released) if still_serving
+                else _PUBLISHED_TAGS.rows(study_id=study_id))
+        numbers = _RELEASE_NUMBERS.rows(study_id=study_id)
+    values: dict[str, list[str]] = {kind: [] for kind in EpisodeTag.Kind.values}
+    for kind, value in tags:
+        values[kind].append(value)
+    return released, values, [number for (number,) in numbers]
 
 
 def released_item(number: int, episode_index: int) -> ReleaseItem:

@@ -4,13 +4,17 @@ the ethics officers' decision: ``approval_policy``."""
 from __future__ import annotations
 
 from django.db import IntegrityError, transaction
+from django.db.models import Count, OuterRef, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 from django_scopes import scope as study_scope
+from django_scopes import scopes_disabled
 
 from exporter.cards import DEFAULT_LICENCE, LICENCES
 from exporter.receipt import bytes_digest
 from portal.audit.services import record
+from portal.core.fixed_query import FixedQuery
 from portal.studies.exceptions import RegistryError, StudyError
-from portal.studies.models import DataUseAgreement, Study
+from portal.studies.models import ConsentDocument, ConsentEvent, DataUseAgreement, Demonstrator, Headset, Study
 from portal.studies.services.registry_change import signed_in_user
 
 
@@ -124,6 +128,39 @@ def set_carry_over_approvals(actor, study: Study, carry: bool) -> Study:
 def current_data_use_agreement(study: Study) -> DataUseAgreement | None:
     with study_scope(study=study):
         return DataUseAgreement.objects.order_by("-version").first()
+
+
+def _counted(rows: QuerySet) -> Coalesce:
+    """How many of ``rows`` (distinct) belong to the outer query's study, as a column."""
+    return Coalesce(Subquery(rows.filter(study_id=OuterRef("pk")).order_by().values("study_id")
+                             .annotate(counted=Count("pk", distinct=True)).values("counted")), 0)
+
+
+def _registry_counts_query(study_id: int) -> QuerySet:
+    with scopes_disabled():  # each count names the study itself (``_counted``)
+        columns = {
+            "headsets": _counted(Headset.objects.filter(retired_on__isnull=True)),
+            "retired_headsets": _counted(Headset.objects.filter(retired_on__isnull=False)),
+            "demonstrators": _counted(Demonstrator.objects.all()),
+            "withdrawn": _counted(Demonstrator.objects.filter(consent_events__kind=ConsentEvent.Kind.WITHDRAWN)),
+            "documents": _counted(ConsentDocument.objects.all()),
+            "pending_documents": _counted(ConsentDocument.objects.filter(accepted_at__isnull=True)),
+        }
+        # Named apart from the study's relations (its ``headsets``, ``demonstrators``).
+        columns = {f"counted_{name}": column for name, column in columns.items()}
+        return Study.objects.filter(pk=study_id).annotate(**columns).values_list(*columns)
+
+
+# The study overview's counts, on every visit: one query whose shape never changes, compiled once per process and
+# run with the study (``core.fixed_query``); the counts are read anew every time.
+_REGISTRY_COUNTS = FixedQuery(_registry_counts_query, study_id=(1, 2))
+
+
+def registry_counts(study: Study) -> dict[str, int]:
+    """The study's registry counted, for its overview: active and retired headsets, demonstrators, demonstrators
+    who withdrew, consent documents, documents awaiting acceptance."""
+    (row,) = _REGISTRY_COUNTS.rows(study_id=study.pk)
+    return {name.removeprefix("counted_"): count for name, count in zip(_REGISTRY_COUNTS.columns(), row, strict=True)}
 
 
 @transaction.atomic
