@@ -2,8 +2,8 @@
 
     .venv/bin/python bench/faces_quantize.py [--write] [--frames 8] [--widths 640 1280]
 
-With ``--write`` the ranges are measured again (MinMax calibration on exporter.faces.quantized's calibration
-inputs, at 640 and 1280 px and the verification's crops) and written to exporter/faces/centerface-int8.json;
+With ``--write`` the ranges are measured again (MinMax calibration on calibration_inputs below: generated frames
+at 640 and 1280 px and the verification's crops) and written to exporter/faces/centerface-int8.json;
 the 8-bit model's SHA-256 is printed, to be recorded as quantized.QUANTIZED_SHA256 after recall and false boxes
 have been measured with it (bench/faces.py, bench/faces_candidates.py). Without it the model is built from the
 ranges in the repository and checked.
@@ -19,6 +19,7 @@ import hashlib
 import os
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -28,6 +29,30 @@ import numpy as np
 
 from exporter.faces import detector, quantized
 from exporter.faces import testset as ts
+
+# Calibration frames: testset clips of these seeds (no benchmark uses them), CALIBRATION_FRAMES frames each, each
+# frame at the network sizes of CALIBRATION_WIDTHS (the detector's and the one the benchmarks compare with).
+CALIBRATION_SEEDS = range(91_000, 91_030)
+CALIBRATION_FRAMES = 4
+CALIBRATION_WIDTHS = (640, 1280)
+
+
+def calibration_inputs() -> Iterator[np.ndarray]:
+    """The calibration's network inputs (float32, NCHW): each frame of the calibration clips scaled to the
+    network's size for each of CALIBRATION_WIDTHS, and for frames with a face the verification's crop around it."""
+    bands = [*ts.SIZE_BANDS, None]
+    for k, seed in enumerate(CALIBRATION_SEEDS):
+        clip = ts.make_clip(seed, length=CALIBRATION_FRAMES, band=bands[k % len(bands)])
+        for rgb, truth in zip(clip.frames(), clip.truth, strict=True):
+            frame = av.VideoFrame.from_ndarray(rgb, format="rgb24")
+            for width in CALIBRATION_WIDTHS:
+                net_w, net_h = detector.network_size(clip.width, clip.height, width)
+                scaled = frame.to_ndarray(width=net_w, height=net_h, format="rgb24")
+                yield np.ascontiguousarray(scaled.transpose(2, 0, 1)[None], dtype=np.float32)
+            if truth is not None:
+                box = np.array([truth], np.float32)
+                crops, _inside = detector.verify_crops(rgb, box, detector.VERIFY_INPUT, detector.VERIFY_BOX)
+                yield np.ascontiguousarray(crops.transpose(0, 3, 1, 2), dtype=np.float32)
 
 
 def session(model: bytes):
@@ -52,9 +77,7 @@ def main() -> None:
     detector.check_weights(data)
     started = time.process_time()
     if args.write:
-        model = quantized.calibrate(
-            data, quantized.RANGES_FILE, detector.VERIFY_INPUT, detector.VERIFY_BOX
-        )
+        model = quantized.calibrate(data, quantized.RANGES_FILE, calibration_inputs())
         print(f"ranges written to {quantized.RANGES_FILE.name} in {time.process_time() - started:.1f} CPU s")
     else:
         model = quantized.quantized_model(data)
@@ -77,6 +100,8 @@ def main() -> None:
             )
             for rgb in frames
         ]
+        for sess in (float_session, int8_session):  # the first run at a size plans its memory: not timed
+            sess.run(["537"], {"input.1": blobs[0]})
         cpu = {"float": 0.0, "int8": 0.0}
         worst = 0.0
         for blob in blobs:

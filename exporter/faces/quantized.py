@@ -4,17 +4,17 @@ CenterFace's float network (the weights checked against detector.WEIGHTS_SHA256)
 pre-processed by onnxruntime (shapes inferred, batch normalisations folded into the convolutions) and quantized by
 onnxruntime's static quantization: QDQ format, weights signed 8-bit per output channel, activations unsigned 8-bit
 per tensor. The activations' ranges come from RANGES_FILE beside this module, measured once with onnxruntime's
-MinMax calibration on generated frames (``calibration_inputs``: testset clips of seeds that no benchmark uses,
-at the sizes detect_video feeds the network, and the verification's crops around their faces) by
-``bench/faces_quantize.py``; nothing is downloaded or calibrated at run time. The 8-bit model is built once per
-process (about a second) and its SHA-256 checked against QUANTIZED_SHA256 before it is run, so the network that
-detects is the one that was measured: another onnx or onnxruntime that quantizes differently is refused with an
-error that says so, as different weights are.
+MinMax calibration on generated frames (testset clips of seeds that no benchmark uses, at the sizes detect_video
+feeds the network, and the verification's crops around their faces) by ``bench/faces_quantize.py``; nothing is
+downloaded or calibrated at run time. The 8-bit model is built once per process (about 2.5 s) and its SHA-256
+checked against QUANTIZED_SHA256 before it is run, so the network that detects is the one that was measured:
+another onnx or onnxruntime that quantizes differently is refused with an error that says so, as other weights are.
 
-Why: on this project's 2-core machines (x86-64 with AVX-512 VNNI) the 8-bit network takes about a quarter of the
-float network's CPU time at the same input size, which is what lets detect_video run the network on a 1280 px
-input (the full width of a 720p frame) within real time. Its scores differ from the float network's by a few
-hundredths; recall and false boxes were measured with it (docs/privacy.md).
+Why: on this project's 2-core machines (x86-64 with AVX-512 VNNI) the 8-bit network takes less than half the CPU
+time of the float network with its batch normalisations folded, and about a quarter of the float network as
+exported, at the same input size: that is what lets detect_video run the network on a 1280 px input (the full
+width of a 720p frame) within real time. Its heatmap differs from the float network's by up to about 0.15; recall
+and false boxes were measured with it (docs/privacy.md).
 """
 
 from __future__ import annotations
@@ -31,11 +31,6 @@ RANGES_FILE = Path(__file__).with_name("centerface-int8.json")
 OPSET = 13
 # The SHA-256 of the 8-bit model that quantized_model builds from the checked float weights and RANGES_FILE.
 QUANTIZED_SHA256 = "088169021ee2281d63742530e32d81d79ec3c3cdf093c2a52610b4bc1e319cab"
-# Calibration frames: testset clips of these seeds (no benchmark uses them), CALIBRATION_FRAMES frames each.
-CALIBRATION_SEEDS = range(91_000, 91_030)
-CALIBRATION_FRAMES = 4
-# ... each frame at the network sizes of these input widths (the detector's and the one the benchmarks compare).
-CALIBRATION_WIDTHS = (640, 1280)
 
 _INPUT = "input.1"
 _OUTPUTS = ("537", "538", "539", "540")  # heatmap, scale, offset, landmarks
@@ -131,35 +126,14 @@ def quantized_model(data: bytes) -> bytes:
     return _built(hashlib.sha256(data).hexdigest(), data)
 
 
-def calibration_inputs(verify_side: int, verify_box: int) -> Iterator[np.ndarray]:
-    """The calibration's network inputs (float32, NCHW): each frame of the calibration clips scaled to the
-    network's size for each of CALIBRATION_WIDTHS, and for frames with a face the verification's crop around it."""
-    import av
-
-    from exporter.faces import detector
-    from exporter.faces import testset as ts
-
-    bands = [*ts.SIZE_BANDS, None]
-    for k, seed in enumerate(CALIBRATION_SEEDS):
-        clip = ts.make_clip(seed, length=CALIBRATION_FRAMES, band=bands[k % len(bands)])
-        for rgb, truth in zip(clip.frames(), clip.truth, strict=True):
-            frame = av.VideoFrame.from_ndarray(rgb, format="rgb24")
-            for width in CALIBRATION_WIDTHS:
-                net_w, net_h = detector.network_size(clip.width, clip.height, width)
-                scaled = frame.to_ndarray(width=net_w, height=net_h, format="rgb24")
-                yield np.ascontiguousarray(scaled.transpose(2, 0, 1)[None], dtype=np.float32)
-            if truth is not None:
-                crops, _inside = detector.verify_crops(rgb, np.array([truth], np.float32), verify_side, verify_box)
-                yield np.ascontiguousarray(crops.transpose(0, 3, 1, 2), dtype=np.float32)
-
-
-def calibrate(data: bytes, out: Path, verify_side: int, verify_box: int) -> bytes:
-    """Measure the activation ranges on calibration_inputs, write them to ``out`` and give the 8-bit model."""
+def calibrate(data: bytes, out: Path, inputs: Iterator[np.ndarray]) -> bytes:
+    """Measure the activation ranges on ``inputs`` (float32 NCHW network inputs; bench/faces_quantize.py makes
+    them), write them to ``out`` and give the 8-bit model."""
     from onnxruntime.quantization import CalibrationDataReader
 
     class Reader(CalibrationDataReader):
         def __init__(self) -> None:
-            self.inputs = calibration_inputs(verify_side, verify_box)
+            self.inputs = inputs
 
         def get_next(self):
             blob = next(self.inputs, None)
