@@ -15,6 +15,7 @@ complete or not at all.
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import ctypes
 import dataclasses
@@ -80,6 +81,7 @@ SPLICE_MEMORY_BYTES = 64 * 1024 * 1024
 ORDERS = ("index", "given", "recorded")
 # From this many shards on, a helper process reads and lays over shards beside the threads of this one.
 HELPER_SHARDS = 64
+_HELPER_AHEAD = 2  # jobs sent to the helper before its reply to the first is read
 _LAY_OVER_THREADS = min(2, os.cpu_count() or 1)
 _LARGE = ("data/", "videos/")  # artefacts verified while they are copied, not before
 
@@ -287,15 +289,17 @@ def _read_shards(paths: list[Path], helper: _Helper | None = None) -> list[_Shar
             except BaseException as exc:  # reported below, the first in the order given
                 failures[i] = exc
 
+    def received(i: int, shard: _Shard) -> None:
+        info = shard.info
+        info["features"] = next((known for known in features.values() if known == info["features"]), None) or \
+            features.setdefault(json.dumps(info["features"], sort_keys=True), info["features"])
+        results[i] = dataclasses.replace(shard, tasks=task_lists.setdefault(tuple(shard.tasks), shard.tasks))
+
+    def failed(i: int, exc: BaseException) -> None:
+        failures[i] = exc
+
     def helped() -> None:
-        while (i := next_job()) is not None:
-            try:
-                shard = helper.read_shard(paths[i])
-                info = shard.info
-                info["features"] = features.setdefault(json.dumps(info["features"], sort_keys=True), info["features"])
-                results[i] = dataclasses.replace(shard, tasks=task_lists.setdefault(tuple(shard.tasks), shard.tasks))
-            except BaseException as exc:
-                failures[i] = exc
+        helper.pipeline(next_job, lambda i: ("read", paths[i]), received, failed)
 
     workers = [threading.Thread(target=helped)]
     if _LAY_OVER_THREADS:
@@ -591,18 +595,23 @@ def _lay_over(
                 with take:
                     failures.setdefault(new_index, exc)
 
+    def request(job: tuple[int, tuple[str, ...]]) -> tuple:
+        new_index = job[0]
+        return ("lay over", stage, shards[new_index], new_index, int(starts[new_index]), link)
+
+    def received(job: tuple[int, tuple[str, ...]], result: Any) -> None:
+        new_index, parts = job
+        from_index = int(starts[new_index])
+        # the statistics are read here, from the file as laid over
+        stats.add_file(stage / _renumbered(shards[new_index], new_index, from_index).data_file(), from_index)
+        done(new_index, result, parts)
+
+    def failed(job: tuple[int, tuple[str, ...]], exc: BaseException) -> None:
+        with take:
+            failures.setdefault(job[0], exc)
+
     def helped(helper: _Helper) -> None:
-        while (job := next_job()) is not None:
-            new_index, parts = job
-            try:
-                shard, from_index = shards[new_index], int(starts[new_index])
-                result = helper.lay_over(stage, shard, new_index, from_index, link=link)
-                # the statistics are read here, from the file as laid over
-                stats.add_file(stage / _renumbered(shard, new_index, from_index).data_file(), from_index)
-                done(new_index, result, parts)
-            except BaseException as exc:
-                with take:
-                    failures.setdefault(new_index, exc)
+        helper.pipeline(next_job, request, received, failed)
 
     workers = [threading.Thread(target=here) for _ in range(_LAY_OVER_THREADS)]
     if helper is not None:
@@ -666,20 +675,31 @@ class _Helper:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
         )
 
-    def lay_over(self, stage: Path, shard: _Shard, new_index: int, from_index: int, *, link: bool
-                 ) -> tuple[AssembledEpisode, dict[str, tuple[str, int]]]:
-        return self._ask(("lay over", stage, shard, new_index, from_index, link))
-
-    def read_shard(self, path: Path) -> _Shard:
-        return self._ask(("read", path))
-
-    def _ask(self, job: tuple) -> Any:
+    def pipeline(self, next_job: Callable[[], Any], request: Callable[[Any], tuple],
+                 received: Callable[[Any, Any], None], failed: Callable[[Any, BaseException], None]) -> None:
+        """Send the helper the jobs ``next_job`` gives (``request`` makes each one's message) until it gives
+        ``None``, two ahead, so the helper has the next one to hand while this process's thread waits for its
+        turn at the interpreter; each reply goes to ``received`` or, for a failure, ``failed``."""
         assert self.process.stdin is not None and self.process.stdout is not None
-        _send(self.process.stdin, job)
-        ok, value = _receive(self.process.stdout)
-        if not ok:
-            raise value
-        return value
+        pending: collections.deque[Any] = collections.deque()
+        while True:
+            while len(pending) < _HELPER_AHEAD and (job := next_job()) is not None:
+                try:
+                    _send(self.process.stdin, request(job))
+                except BaseException as exc:
+                    failed(job, exc)
+                    continue
+                pending.append(job)
+            if not pending:
+                return
+            job = pending.popleft()
+            try:
+                ok, value = _receive(self.process.stdout)
+                if not ok:
+                    raise value
+                received(job, value)
+            except BaseException as exc:
+                failed(job, exc)
 
     def close(self) -> None:
         self.process.kill()
