@@ -15,9 +15,11 @@ complete or not at all.
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import ctypes
 import dataclasses
+import hashlib
 import json
 import math
 import os
@@ -39,13 +41,14 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow._parquet as _parquet
 import pyarrow.parquet as pq
 
 from exporter.arrow import from_values, to_numpy
 from exporter.errors import AssemblyError
 from exporter.jsonfile import write_json
 from exporter.modes import publish_modes
-from exporter.parquet_columns import replace_columns
+from exporter.parquet_columns import replace_column_parts
 from exporter.receipt import (
     RECEIPT,
     build_artefacts,
@@ -76,8 +79,9 @@ SCRATCH_MEMORY_BYTES = 128 * 1024 * 1024
 # from the same bytes); a larger one (hours of states) is hashed as it is read and rewritten from the file.
 SPLICE_MEMORY_BYTES = 64 * 1024 * 1024
 ORDERS = ("index", "given", "recorded")
-# From this many shards on, a helper process lays over shards beside the two threads of this one.
+# From this many shards on, a helper process reads and lays over shards beside the threads of this one.
 HELPER_SHARDS = 64
+_HELPER_AHEAD = 2  # jobs sent to the helper before its reply to the first is read
 _LAY_OVER_THREADS = min(2, os.cpu_count() or 1)
 _LARGE = ("data/", "videos/")  # artefacts verified while they are copied, not before
 
@@ -161,7 +165,18 @@ def assemble_dataset(
         raise AssemblyError("no shards to assemble")
     if order not in ORDERS:
         raise AssemblyError(f"order must be one of {', '.join(ORDERS)}, not {order!r}", path="--order")
-    shards = _read_shards(shard_dirs)
+    # for many shards a second process reads and lays over shards beside this one, from the start
+    helper = _Helper() if len(shard_dirs) >= HELPER_SHARDS and (os.cpu_count() or 1) > 1 else None
+    try:
+        return _assemble(out_dir, shard_dirs, created_at, order, link, helper)
+    finally:
+        if helper is not None:
+            helper.close()
+
+
+def _assemble(out_dir: Path, shard_dirs: list[Path], created_at: datetime | None, order: str, link: bool,
+              helper: _Helper | None) -> AssemblyResult:
+    shards = _read_shards(shard_dirs, helper)
     if order == "index":
         shards.sort(key=lambda s: s.episode_index)
     elif order == "recorded":
@@ -176,8 +191,14 @@ def assemble_dataset(
     try:
         known: dict[str, tuple[str, int]] = {}  # dataset file -> digest and size taken while writing it
         with _DatasetStats(shards, stage) as stats:
-            episodes = _lay_over(stage, shards, stats, known, link=link)
-            dataset_stats = _dataset_stats(shards, stats)
+            # the statistics are taken as soon as every data row is gathered, beside the rest of the laying over
+            statistics = _Background(lambda: _dataset_stats(shards, stats))
+            try:
+                episodes = _lay_over(stage, shards, stats, known, link=link, helper=helper,
+                                     rows_gathered=statistics.start)
+            finally:
+                statistics.wait()
+            dataset_stats = statistics.result()
         total_frames = sum(e.length for e in episodes)
         known["meta/tasks.parquet"] = _copy(tasks_source.path / "meta/tasks.parquet", stage / "meta/tasks.parquet")
         _write_json(stage / "meta/info.json", _dataset_info(shards[0].info, episodes, tasks_source))
@@ -241,12 +262,55 @@ def _fails_receipt(path: Path, problems: list[str]) -> AssemblyError:
     return AssemblyError(f"shard fails its receipt: {problems[0]}{more}", path=str(path))
 
 
-def _read_shards(paths: list[Path]) -> list[_Shard]:
+def _read_shards(paths: list[Path], helper: _Helper | None = None) -> list[_Shard]:
     """Every shard's metadata. Task tables and feature tables that are byte-equal or equal are read or
-    held once, so memory grows little with the number of shards."""
+    held once, so memory grows little with the number of shards. With a ``helper`` process, shards are read
+    here and there side by side (the work is interpreter-bound); the first shard in the order given that
+    fails is the one reported, as when they are read one after the other."""
     tasks: dict[str, list[str]] = {}  # SHA-256 of a meta/tasks.parquet -> its texts
     features: dict[str, dict[str, Any]] = {}  # canonical JSON -> one shared feature table
-    return [_read_shard(Path(path), tasks, features) for path in paths]
+    paths = [Path(path) for path in paths]
+    if helper is None:
+        return [_read_shard(path, tasks, features) for path in paths]
+    task_lists: dict[tuple[str, ...], list[str]] = {}  # the helper's task tables, held once here too
+    results: dict[int, _Shard] = {}
+    failures: dict[int, BaseException] = {}
+    jobs = iter(range(len(paths)))
+    take = threading.Lock()
+
+    def next_job() -> int | None:
+        with take:
+            return None if failures else next(jobs, None)
+
+    def here() -> None:
+        while (i := next_job()) is not None:
+            try:
+                results[i] = _read_shard(paths[i], tasks, features)
+            except BaseException as exc:  # reported below, the first in the order given
+                failures[i] = exc
+
+    def received(i: int, shard: _Shard) -> None:
+        info = shard.info
+        info["features"] = next((known for known in features.values() if known == info["features"]), None) or \
+            features.setdefault(json.dumps(info["features"], sort_keys=True), info["features"])
+        results[i] = dataclasses.replace(shard, tasks=task_lists.setdefault(tuple(shard.tasks), shard.tasks))
+
+    def failed(i: int, exc: BaseException) -> None:
+        failures[i] = exc
+
+    def helped() -> None:
+        helper.pipeline(next_job, lambda i: ("read", paths[i]), received, failed)
+
+    workers = [threading.Thread(target=helped)]
+    if _LAY_OVER_THREADS:
+        workers.append(threading.Thread(target=here))
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    if failures:
+        raise failures[min(failures)]
+    return [results[i] for i in range(len(paths))]
 
 
 def _read_shard(path: Path, tasks: dict[str, list[str]], features: dict[str, dict[str, Any]]) -> _Shard:
@@ -277,11 +341,12 @@ def _read_shard(path: Path, tasks: dict[str, list[str]], features: dict[str, dic
         chunk_index=index // info["chunks_size"], file_index=index % info["chunks_size"]
     )
     try:
-        episodes = pq.ParquetFile(episodes_file)
+        episodes = _parquet_reader(episodes_file)
         cameras = {f"stats/{name}/" for name, spec in info["features"].items() if spec["dtype"] == "video"}
-        wanted = [name for name in episodes.schema_arrow.names
+        schema = episodes.schema_arrow
+        wanted = [name for name in schema.names
                   if not name.startswith("stats/") or name[: name.rindex("/") + 1] in cameras]
-        rows = episodes.read(columns=wanted).to_pylist()
+        rows = _read_columns(episodes, schema, wanted, episodes_file).to_pylist()
     except (OSError, ValueError, pa.ArrowException) as exc:
         raise AssemblyError(f"unreadable episode row: {exc}", path=str(episodes_file)) from None
     if len(rows) != 1 or rows[0].get("episode_index") != index:
@@ -482,52 +547,79 @@ def _longest_task_table(shards: list[_Shard]) -> _Shard:
 
 
 def _lay_over(
-    stage: Path, shards: list[_Shard], stats: _DatasetStats, known: dict[str, tuple[str, int]], *, link: bool
+    stage: Path, shards: list[_Shard], stats: _DatasetStats, known: dict[str, tuple[str, int]], *, link: bool,
+    helper: _Helper | None = None, rows_gathered: Callable[[], None] = lambda: None,
 ) -> list[AssembledEpisode]:
     """Lay every shard over the staging folder, two at a time (hashing, copying and parquet encoding
     release the GIL) and, for many shards, a third in a helper process (the fixed cost of a short shard is
     interpreter work, which threads cannot share out); the first shard in dataset order that fails is the
-    one reported."""
+    one reported (shards before a failed one are still laid over, so a failure among them is found).
+    Without a helper every shard's data file comes first, then its other files, and ``rows_gathered`` is
+    called once every data row is in ``stats`` (and nothing has failed), so the statistics can be taken
+    while the videos and episode rows are still being written."""
     starts = np.cumsum([0, *(s.episode["length"] for s in shards)])
-    jobs = iter(range(len(shards)))
+    if helper is None:
+        order = [(i, (_DATA,)) for i in range(len(shards))] + [(i, (_REST,)) for i in range(len(shards))]
+    else:
+        order = [(i, (_DATA, _REST)) for i in range(len(shards))]
+    jobs = iter(order)
     take = threading.Lock()
     results: dict[int, tuple[AssembledEpisode, dict[str, tuple[str, int]]]] = {}
     failures: dict[int, BaseException] = {}
+    gathering = [len(shards)]  # data files whose rows are not yet in the statistics
 
-    def next_job() -> int | None:
+    def next_job() -> tuple[int, tuple[str, ...]] | None:
         with take:
-            return None if failures else next(jobs, None)
+            while (job := next(jobs, None)) is not None and failures and job[0] > min(failures):
+                pass
+            return job
+
+    def done(new_index: int, result: tuple[AssembledEpisode, dict[str, tuple[str, int]]], parts: tuple) -> None:
+        with take:
+            if new_index in results:
+                results[new_index][1].update(result[1])
+            else:
+                results[new_index] = result
+            if _DATA in parts:
+                gathering[0] -= 1
+                if gathering[0] == 0 and not failures:
+                    rows_gathered()
 
     def here() -> None:
-        while (new_index := next_job()) is not None:
+        while (job := next_job()) is not None:
+            new_index, parts = job
             try:
-                results[new_index] = _lay_over_one(stage, shards[new_index], new_index, int(starts[new_index]),
-                                                   stats, link=link)
+                done(new_index, _lay_over_one(stage, shards[new_index], new_index, int(starts[new_index]), stats,
+                                              link=link, parts=parts), parts)
             except BaseException as exc:  # reported below, the first in dataset order
-                failures[new_index] = exc
+                with take:
+                    failures.setdefault(new_index, exc)
+
+    def request(job: tuple[int, tuple[str, ...]]) -> tuple:
+        new_index = job[0]
+        return ("lay over", stage, shards[new_index], new_index, int(starts[new_index]), link)
+
+    def received(job: tuple[int, tuple[str, ...]], result: Any) -> None:
+        new_index, parts = job
+        from_index = int(starts[new_index])
+        # the statistics are read here, from the file as laid over
+        stats.add_file(stage / _renumbered(shards[new_index], new_index, from_index).data_file(), from_index)
+        done(new_index, result, parts)
+
+    def failed(job: tuple[int, tuple[str, ...]], exc: BaseException) -> None:
+        with take:
+            failures.setdefault(job[0], exc)
 
     def helped(helper: _Helper) -> None:
-        while (new_index := next_job()) is not None:
-            try:
-                shard, from_index = shards[new_index], int(starts[new_index])
-                results[new_index] = helper.lay_over(stage, shard, new_index, from_index, link=link)
-                # the statistics are read here, from the file as laid over
-                stats.add_file(stage / _renumbered(shard, new_index, from_index).data_file(), from_index)
-            except BaseException as exc:
-                failures[new_index] = exc
+        helper.pipeline(next_job, request, received, failed)
 
-    helper = _Helper() if len(shards) >= HELPER_SHARDS and (os.cpu_count() or 1) > 1 else None
-    try:
-        workers = [threading.Thread(target=here) for _ in range(_LAY_OVER_THREADS)]
-        if helper is not None:
-            workers.append(threading.Thread(target=helped, args=(helper,)))
-        for worker in workers:
-            worker.start()
-        for worker in workers:
-            worker.join()
-    finally:
-        if helper is not None:
-            helper.close()
+    workers = [threading.Thread(target=here) for _ in range(_LAY_OVER_THREADS)]
+    if helper is not None:
+        workers.append(threading.Thread(target=helped, args=(helper,)))
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
     if failures:
         raise failures[min(failures)]
     ordered = [results[new_index] for new_index in range(len(shards))]
@@ -536,6 +628,38 @@ def _lay_over(
     for shard in shards:
         _copy_task_specifications(shard, stage, known)
     return [episode for episode, _ in ordered]
+
+
+class _Background:
+    """Work run in a thread of its own once ``start`` is called, or here when ``result`` is asked first."""
+
+    def __init__(self, work: Callable[[], Any]):
+        self.work = work
+        self.thread: threading.Thread | None = None
+        self.value: Any = None
+        self.error: BaseException | None = None
+
+    def start(self) -> None:
+        self.thread = threading.Thread(target=self._run)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.value = self.work()
+        except BaseException as exc:  # raised again by result()
+            self.error = exc
+
+    def wait(self) -> None:
+        if self.thread is not None:
+            self.thread.join()
+
+    def result(self) -> Any:
+        if self.thread is None:
+            return self.work()
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.value
 
 
 class _Helper:
@@ -551,14 +675,31 @@ class _Helper:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
         )
 
-    def lay_over(self, stage: Path, shard: _Shard, new_index: int, from_index: int, *, link: bool
-                 ) -> tuple[AssembledEpisode, dict[str, tuple[str, int]]]:
+    def pipeline(self, next_job: Callable[[], Any], request: Callable[[Any], tuple],
+                 received: Callable[[Any, Any], None], failed: Callable[[Any, BaseException], None]) -> None:
+        """Send the helper the jobs ``next_job`` gives (``request`` makes each one's message) until it gives
+        ``None``, two ahead, so the helper has the next one to hand while this process's thread waits for its
+        turn at the interpreter; each reply goes to ``received`` or, for a failure, ``failed``."""
         assert self.process.stdin is not None and self.process.stdout is not None
-        _send(self.process.stdin, (stage, shard, new_index, from_index, link))
-        ok, value = _receive(self.process.stdout)
-        if not ok:
-            raise value
-        return value
+        pending: collections.deque[Any] = collections.deque()
+        while True:
+            while len(pending) < _HELPER_AHEAD and (job := next_job()) is not None:
+                try:
+                    _send(self.process.stdin, request(job))
+                except BaseException as exc:
+                    failed(job, exc)
+                    continue
+                pending.append(job)
+            if not pending:
+                return
+            job = pending.popleft()
+            try:
+                ok, value = _receive(self.process.stdout)
+                if not ok:
+                    raise value
+                received(job, value)
+            except BaseException as exc:
+                failed(job, exc)
 
     def close(self) -> None:
         self.process.kill()
@@ -583,7 +724,7 @@ def _receive(pipe: Any) -> Any:
 
 
 def _helper_main() -> None:
-    """The helper process: lays over the shards it is sent until its input ends."""
+    """The helper process: reads or lays over the shards it is sent until its input ends."""
     parent = int(sys.argv[1])
     with contextlib.suppress(OSError, AttributeError):  # killed with the assembling process, whatever kills it
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
@@ -593,14 +734,20 @@ def _helper_main() -> None:
     replies = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # anything printed goes to standard error, not into the replies
     stats = _NoStats()
+    tasks: dict[str, list[str]] = {}
+    features: dict[str, dict[str, Any]] = {}
     while True:
         header = requests.read(8)
         if len(header) < 8:
             return
         job = requests.read(struct.unpack("<Q", header)[0])
-        stage, shard, new_index, from_index, link = pickle.loads(job)  # noqa: S301  (from the assembling process)
+        kind, *arguments = pickle.loads(job)  # noqa: S301  (from the assembling process)
         try:
-            reply: tuple[bool, Any] = (True, _lay_over_one(stage, shard, new_index, from_index, stats, link=link))
+            if kind == "read":
+                reply: tuple[bool, Any] = (True, _read_shard(arguments[0], tasks, features))
+            else:
+                stage, shard, new_index, from_index, link = arguments
+                reply = (True, _lay_over_one(stage, shard, new_index, from_index, stats, link=link))
         except Exception as exc:  # raised again in the assembling process
             reply = (False, exc)
         _send(replies, reply)
@@ -616,41 +763,70 @@ class _NoStats:
         pass
 
 
+_DATA, _REST = "data", "rest"  # the parts of laying over one shard: its data file; its other files
+
+
 def _lay_over_one(
-    stage: Path, shard: _Shard, new_index: int, from_index: int, stats: _DatasetStats, *, link: bool
+    stage: Path, shard: _Shard, new_index: int, from_index: int, stats: _DatasetStats, *, link: bool,
+    parts: tuple[str, ...] = (_DATA, _REST),
 ) -> tuple[AssembledEpisode, dict[str, tuple[str, int]]]:
-    """One shard laid over the staging folder as episode ``new_index``; the digests of what it wrote."""
+    """One shard laid over the staging folder as episode ``new_index`` (its data file, its other files, or
+    both: ``parts``); the digests of what it wrote."""
     known: dict[str, tuple[str, int]] = {}
     target = _renumbered(shard, new_index, from_index)
-    # files taken over unchanged: shard path -> dataset path
-    places = {shard.video_file(key): target.video_file(key) for key in shard.video_keys}
-    if target is shard:
-        places[shard.data_file()] = target.data_file()
+    if _DATA in parts:
+        _lay_over_data(stage, shard, target, from_index, stats, known, link=link)
+    if _REST in parts:
+        _lay_over_rest(stage, shard, target, new_index, known, link=link)
+    return AssembledEpisode(new_index, shard.episode_index, shard.episode_id, shard.episode["length"]), known
+
+
+def _take_over(stage: Path, shard: _Shard, places: dict[str, str], known: dict[str, tuple[str, int]], *,
+               link: bool) -> None:
+    """Files taken over unchanged (shard path -> dataset path), checked against the receipt as they are copied
+    (or before they are linked); the receipt's file list is checked too."""
     for place in places.values():
         (stage / place).parent.mkdir(parents=True, exist_ok=True)
     copies = {} if link else {name: stage / place for name, place in places.items()}
-    large = [name for name in places if name.startswith(_LARGE)]
-    in_memory = target is not shard and _size(shard.path / shard.data_file()) <= SPLICE_MEMORY_BYTES
-    if target is not shard and not in_memory:
-        large.append(shard.data_file())  # hashed as it is read, then rewritten from the file
-    problems, digests = check_artefacts(shard.path, RECEIPT, copies=copies, names=sorted(set(large)))
+    problems, digests = check_artefacts(shard.path, RECEIPT, copies=copies, names=sorted(places))
     if problems:
         raise _fails_receipt(shard.path, problems)
     for name, place in places.items():
         if link:
             _link_or_copy(shard.path / name, stage / place)
         known[place] = digests[name]
+
+
+def _lay_over_data(stage: Path, shard: _Shard, target: _Shard, from_index: int, stats: _DatasetStats,
+                   known: dict[str, tuple[str, int]], *, link: bool) -> None:
+    """The shard's data file: taken over when no index changes, else spliced; its rows go into ``stats``."""
     if target is shard:
-        known[target.episodes_file()] = _copy(shard.path / shard.episodes_file(), stage / target.episodes_file())
+        _take_over(stage, shard, {shard.data_file(): target.data_file()}, known, link=link)
         stats.add_file(shard.path / shard.data_file(), from_index)
-    elif in_memory:
+    elif _size(shard.path / shard.data_file()) <= SPLICE_MEMORY_BYTES:
         data = _read_verified(shard, shard.data_file())  # read once: checked, spliced and its statistics taken
         known[target.data_file()] = _write_data(data, stage / target.data_file(), target, stats)
     else:
+        _check(shard, [shard.data_file()])  # hashed as it is read, then rewritten from the file
         known[target.data_file()] = _write_long_data(shard.path / shard.data_file(), stage / target.data_file(),
                                                      target, stats)
-    if target is not shard:
-        _write_episode_row(
+
+
+def _check(shard: _Shard, names: list[str]) -> None:
+    problems, _ = check_artefacts(shard.path, RECEIPT, names=names)
+    if problems:
+        raise _fails_receipt(shard.path, problems)
+
+
+def _lay_over_rest(stage: Path, shard: _Shard, target: _Shard, new_index: int, known: dict[str, tuple[str, int]],
+                   *, link: bool) -> None:
+    """The shard's videos (taken over), episode row (rewritten when renumbered) and ``ceres/`` files."""
+    _take_over(stage, shard, {shard.video_file(key): target.video_file(key) for key in shard.video_keys}, known,
+               link=link)
+    if target is shard:
+        known[target.episodes_file()] = _copy(shard.path / shard.episodes_file(), stage / target.episodes_file())
+    else:
+        known[target.episodes_file()] = _write_episode_row(
             shard.path / shard.episodes_file(), stage / target.episodes_file(), target, shard.episode
         )
     moved = f"ceres/episodes/episode-{new_index:06d}"
@@ -658,7 +834,6 @@ def _lay_over_one(
                          (REDACTION, "redaction.json")):
         if source != REDACTION or (shard.path / source).is_file():
             known[f"{moved}/{name}"] = _copy(shard.path / source, stage / moved / name)
-    return AssembledEpisode(new_index, shard.episode_index, shard.episode_id, shard.episode["length"]), known
 
 
 def _link_or_copy(source: Path, target: Path) -> None:
@@ -714,13 +889,17 @@ def _write_data(source: bytes, target: Path, shard: _Shard, stats: _DatasetStats
     frame_index = to_numpy(frame_index.column("frame_index").combine_chunks())
     first_row = shard.episode["dataset_from_index"]
     columns = _new_columns(data, shard, frame_index)
-    written = replace_columns(source, columns, schema=schema)
-    if written is None:
-        written = _rewrite_data(data, columns)
+    parts: list[Any] | None = replace_column_parts(source, columns, schema=schema)
+    if parts is None:
+        parts = [_rewrite_data(data, columns)]
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_bytes(written)
+    digest = hashlib.sha256()
+    with target.open("xb") as out:  # the pieces written and hashed in turn, never joined into one copy
+        for part in parts:
+            digest.update(part)
+            out.write(part)
     stats.add_file(data, first_row, columns, whole=whole)
-    return bytes_digest(written)
+    return digest.hexdigest(), sum(len(part) for part in parts)
 
 
 def _size(path: Path) -> int:
@@ -769,11 +948,11 @@ def _rewrite_data(data: pq.ParquetFile, columns: dict[str, pa.Array], out: Any =
     return sink.getvalue().to_pybytes() if out is None else b""
 
 
-def _write_episode_row(source: Path, target: Path, shard: _Shard, before: dict[str, Any]) -> None:
+def _write_episode_row(source: Path, target: Path, shard: _Shard, before: dict[str, Any]) -> tuple[str, int]:
     """Rewrite the episode row's locations and the statistics of the two renumbered columns; every
     other column (the row has thousands, most of them statistics) is kept as it is. ``before``: the row's
-    own columns as the shard has them."""
-    table = pq.ParquetFile(source).read()  # read_table would import pyarrow.dataset and pandas
+    own columns as the shard has them. Returns the written file's digest and size."""
+    table = _parquet_reader(source).read_all(use_threads=False)  # read_table would import pyarrow.dataset and pandas
     row = {name: value for name, value in shard.episode.items() if before.get(name) != value}
     length = shard.episode["length"]
     new_values = {
@@ -788,8 +967,38 @@ def _write_episode_row(source: Path, target: Path, shard: _Shard, before: dict[s
         i = table.schema.get_field_index(name)
         if i >= 0:
             columns[i] = from_values([value], table.schema.field(i).type)
+    # one new table, not one a column; written into memory and then as one block (pyarrow writing to a path
+    # issues a write for each page of the row's 123 columns: twice the time), hashed on the way
+    sink = pa.BufferOutputStream()
+    pq.write_table(pa.Table.from_arrays(columns, schema=table.schema), sink)
+    data = sink.getvalue()
     target.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.Table.from_arrays(columns, schema=table.schema), target)  # one new table, not one a column
+    with target.open("xb") as out:
+        out.write(data)
+    return bytes_digest(data)
+
+
+def _parquet_reader(source: Path | pa.NativeFile) -> _parquet.ParquetReader:
+    """pyarrow's reader of a parquet file, opened without ``pq.ParquetFile``'s Python work on each open (a map
+    of every nested column path: about 1 ms for an episode row of 123 columns, a third of reading it)."""
+    reader = _parquet.ParquetReader()
+    reader.open(str(source) if isinstance(source, Path) else source, arrow_extensions_enabled=True)
+    return reader
+
+
+def _read_columns(reader: _parquet.ParquetReader, schema: pa.Schema, names: list[str], source: Path) -> pa.Table:
+    """The top-level columns ``names`` of ``source``, open in ``reader``, whose arrow schema is ``schema``. Where
+    every column is one parquet leaf (numbers, strings and lists of them, as in episode rows) a column's leaf
+    index is its position; a file with struct or map columns is read through ``pq.ParquetFile``."""
+    if not all(_one_leaf(field.type) for field in schema):
+        return pq.ParquetFile(source).read(columns=names)
+    return reader.read_all(column_indices=[schema.get_field_index(name) for name in names], use_threads=False)
+
+
+def _one_leaf(type_: pa.DataType) -> bool:
+    while pa.types.is_list(type_) or pa.types.is_large_list(type_) or pa.types.is_fixed_size_list(type_):
+        type_ = type_.value_type
+    return not (pa.types.is_struct(type_) or pa.types.is_map(type_) or pa.types.is_union(type_))
 
 
 def _copy_task_specifications(shard: _Shard, stage: Path, known: dict[str, tuple[str, int]]) -> None:

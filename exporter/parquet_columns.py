@@ -15,7 +15,6 @@ not know survive.
 
 from __future__ import annotations
 
-import io
 import struct
 from typing import Any
 
@@ -245,6 +244,16 @@ def replace_columns(
     values (same type and length as the file's); ``None`` when the file cannot be spliced.
     ``write_options`` go to pyarrow's writer for the new columns (a file does not record the options it
     was written with). ``schema``: the file's arrow schema, when the caller has read it already."""
+    parts = replace_column_parts(source, columns, schema=schema, **write_options)
+    return None if parts is None else b"".join(parts)
+
+
+def replace_column_parts(
+    source: bytes, columns: dict[str, pa.Array], *, schema: pa.Schema | None = None, **write_options: Any
+) -> list[memoryview] | None:
+    """``replace_columns`` as the pieces of the new file, in order (views of ``source`` and of the new
+    columns' bytes, then the footer), to be written and hashed one after the other without joining them
+    into one copy of the file."""
     try:
         metadata, _ = read_footer(source)
     except (ValueError, IndexError, struct.error):
@@ -273,18 +282,23 @@ def replace_columns(
     if len(side_groups) != len(sizes) or not _spliceable(side_metadata):
         return None
 
-    out = io.BytesIO()
-    out.write(MAGIC)
+    parts: list[memoryview] = [memoryview(MAGIC)]
+    position = len(MAGIC)
+    views = {True: memoryview(side_bytes), False: memoryview(source)}
     for group, side_group in zip(metadata.get(_FMD_ROW_GROUPS)[1], side_groups, strict=True):
         chunks = group.get(_RG_COLUMNS)[1]
         new_chunks = dict(zip(places, side_group.get(_RG_COLUMNS)[1], strict=True))
-        group_start = out.tell()
+        group_start = position
         uncompressed = compressed = 0
         for i, chunk in enumerate(chunks):
-            body = side_bytes if i in new_chunks else source
+            body = views[i in new_chunks]
             chunk = new_chunks.get(i, chunk)
             start, size = _chunk_range(chunk)
-            out.write(body[start : start + size])
+            piece = body[start : start + size]
+            if len(piece) != size:
+                return None  # a chunk that runs past the end of its file
+            parts.append(piece)
+            position += size
             _moved(chunk, group_start + compressed - start)
             chunks[i] = chunk
             meta = chunk.get(_CC_META)
@@ -295,7 +309,5 @@ def replace_columns(
             if group.get(fid) is not None:
                 group.set(fid, value)
     footer = footer_bytes(metadata)
-    out.write(footer)
-    out.write(struct.pack("<I", len(footer)))
-    out.write(MAGIC)
-    return out.getvalue()
+    parts.append(memoryview(footer + struct.pack("<I", len(footer)) + MAGIC))
+    return parts

@@ -202,3 +202,28 @@ def test_the_helper_process_dies_with_the_assembling_process(apart: list[Path], 
         time.sleep(0.01)
     stat = Path(f"/proc/{helper}/stat")
     assert not stat.exists() or stat.read_text().split(") ")[-1][:1] == "Z"
+
+
+def test_the_first_damaged_shard_in_dataset_order_is_named(apart: list[Path], tmp_path: Path):
+    """Data files are laid over before videos; a damaged video of an earlier shard is still the one named when a
+    later shard's data file is damaged too."""
+    early, late = tmp_path / "early", tmp_path / "late"
+    shutil.copytree(apart[0], early)
+    shutil.copytree(apart[2], late)
+    mp4 = early / f"videos/{VIDEO}/chunk-000/file-000.mp4"
+    mp4.write_bytes(mp4.read_bytes()[:-1])
+    data = late / "data/chunk-000/file-000.parquet"
+    data.write_bytes(data.read_bytes()[:-1])
+    with pytest.raises(AssemblyError, match=r"shard fails its receipt: videos/.* bytes") as failed:
+        assemble_dataset(tmp_path / "dataset", [early, apart[1], late], order="given")
+    assert failed.value.path == str(early)
+    assert sorted(os.listdir(tmp_path)) == ["early", "late"]
+
+
+def test_statistics_taken_beside_the_laying_over_are_those_taken_after_it(apart: list[Path], tmp_path: Path,
+                                                                           monkeypatch):
+    beside = assemble_dataset(tmp_path / "beside", apart, order="given")
+    monkeypatch.setattr("exporter.assemble._Background.start", lambda self: None)  # taken after, in this thread
+    after = assemble_dataset(tmp_path / "after", apart, order="given")
+    assert beside.episodes == after.episodes
+    assert _without_dates(tmp_path / "beside") == _without_dates(tmp_path / "after")
