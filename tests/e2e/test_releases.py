@@ -84,9 +84,12 @@ def fill_error(luma: np.ndarray, box) -> np.ndarray:
 
 
 def is_filled(luma: np.ndarray, box) -> bool:
-    # The encoder rings a little at the rectangle's edge; inside it, the fill within a few levels.
+    # The encoder rings at the rectangle's edge: a transform block that straddles it (x264 codes 8x8 blocks) can put
+    # a pixel up to 7 px inside the edge off the fill. Deeper inside, the fill within a few levels; near the edge, a
+    # stray pixel or two (one in 5 600 seen), never a picture.
     inside = fill_error(luma, box)
-    return bool(inside.mean() <= 2 and inside[2:-2, 2:-2].max() <= 12)
+    core = inside[8:-8, 8:-8] if min(inside.shape) > 16 else inside[2:-2, 2:-2]
+    return bool(inside.mean() <= 2 and core.max() <= 12 and (inside > 12).mean() <= 0.002)
 
 
 @pytest.mark.django_db(transaction=True)
