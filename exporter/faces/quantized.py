@@ -102,7 +102,8 @@ def _quantize(data: bytes, ranges: Path, reader=None) -> bytes:
 
 
 @lru_cache(maxsize=1)
-def _built(data_sha256: str, data: bytes) -> bytes:
+def quantized_model(data: bytes) -> bytes:
+    """The checked 8-bit model built from the checked float weights ``data`` (once per process)."""
     if not RANGES_FILE.is_file():
         raise QuantizationError(f"face detector: the activation ranges {RANGES_FILE.name} are missing")
     try:
@@ -121,14 +122,10 @@ def _built(data_sha256: str, data: bytes) -> bytes:
     return model
 
 
-def quantized_model(data: bytes) -> bytes:
-    """The checked 8-bit model built from the checked float weights ``data`` (once per process)."""
-    return _built(hashlib.sha256(data).hexdigest(), data)
-
-
 def calibrate(data: bytes, out: Path, inputs: Iterator[np.ndarray]) -> bytes:
     """Measure the activation ranges on ``inputs`` (float32 NCHW network inputs; bench/faces_quantize.py makes
-    them), write them to ``out`` and give the 8-bit model."""
+    them), write them to ``out`` and give the 8-bit model. The ranges are written beside ``out`` first and moved
+    over it only once the model is built: a calibration that fails leaves the ranges there were."""
     from onnxruntime.quantization import CalibrationDataReader
 
     class Reader(CalibrationDataReader):
@@ -139,5 +136,11 @@ def calibrate(data: bytes, out: Path, inputs: Iterator[np.ndarray]) -> bytes:
             blob = next(self.inputs, None)
             return None if blob is None else {_INPUT: blob}
 
-    out.unlink(missing_ok=True)
-    return _quantize(data, out, Reader())
+    staged = out.with_name(f".{out.name}.calibrating")
+    staged.unlink(missing_ok=True)  # onnxruntime reads the ranges from the file when it exists
+    try:
+        model = _quantize(data, staged, Reader())
+        staged.replace(out)
+    finally:
+        staged.unlink(missing_ok=True)
+    return model

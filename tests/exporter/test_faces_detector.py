@@ -99,26 +99,40 @@ def test_the_8_bit_network_built_from_the_weights_is_the_recorded_one():
     assert quantized.QUANTIZED_SHA256[:8] in detector.detector_id()
 
 
-def test_an_8_bit_network_other_than_the_recorded_one_is_refused(monkeypatch):
+@pytest.fixture
+def built_afresh():
+    """The 8-bit model is built again in the test (not taken from the process's cache), and again after it."""
+    quantized.quantized_model.cache_clear()
+    yield
+    quantized.quantized_model.cache_clear()
+
+
+def test_an_8_bit_network_other_than_the_recorded_one_is_refused(monkeypatch, built_afresh):
     data = detector.weights_path().read_bytes()
     monkeypatch.setattr(quantized, "QUANTIZED_SHA256", "0" * 64)
-    quantized._built.cache_clear()
-    try:
-        with pytest.raises(quantized.QuantizationError, match=r"SHA-256 .* expected 0{64}.*quantizes differently"):
-            detector._session_from_bytes(data)
-    finally:
-        quantized._built.cache_clear()
+    with pytest.raises(quantized.QuantizationError, match=r"SHA-256 .* expected 0{64}.*quantizes differently"):
+        detector._session_from_bytes(data)
 
 
-def test_missing_activation_ranges_are_named(monkeypatch, tmp_path):
+def test_missing_activation_ranges_are_named(monkeypatch, tmp_path, built_afresh):
     data = detector.weights_path().read_bytes()
     monkeypatch.setattr(quantized, "RANGES_FILE", tmp_path / "centerface-int8.json")
-    quantized._built.cache_clear()
-    try:
-        with pytest.raises(quantized.QuantizationError, match=r"activation ranges centerface-int8\.json are missing"):
-            quantized.quantized_model(data)
-    finally:
-        quantized._built.cache_clear()
+    with pytest.raises(quantized.QuantizationError, match=r"activation ranges centerface-int8\.json are missing"):
+        quantized.quantized_model(data)
+
+
+def test_a_calibration_that_fails_leaves_the_ranges_there_were(tmp_path):
+    ranges = tmp_path / "centerface-int8.json"
+    ranges.write_text("the ranges there were")
+
+    def inputs():
+        yield np.zeros((1, 3, 64, 64), np.float32)
+        raise RuntimeError("the calibration frames ran out")
+
+    with pytest.raises(RuntimeError, match="ran out"):
+        quantized.calibrate(detector.weights_path().read_bytes(), ranges, inputs())
+    assert ranges.read_text() == "the ranges there were"
+    assert [p.name for p in tmp_path.iterdir()] == ["centerface-int8.json"]
 
 
 def test_the_8_bit_and_the_float_network_see_the_same_face(monkeypatch):
