@@ -198,28 +198,29 @@ def play(scheme: Scheme, per_width: dict, clip_index: int, n: int, width: int, h
         if k in extra_keys:
             parts.append(above(per_width[scheme.extra_width][clip_index][k], scheme.extra_threshold))
         keyed[k] = merge(parts) if len(parts) > 1 else parts[0]
-    out = [None] * n
-    ordered = sorted(keyed)
-    for k in ordered:
-        out[k] = keyed[k]
-    for a, b in itertools.pairwise(ordered):
-        for offset, carried in enumerate(detector.fill_between(keyed[a], keyed[b], b - a, width, height), start=1):
-            out[a + offset] = carried
+    out = carried(keyed, n, width, height)
     if scheme.strong:
         out = drop_weak_runs(out, scheme.strong)
     return out
 
 
-def carried_flat(keyed: dict, n: int, width: int, height: int) -> tuple[list, np.ndarray, np.ndarray, np.ndarray]:
-    """The analysed frames' (boxes, (raw, verification) scores) in ``keyed`` with the boxes carried to the frames
-    between (detector.fill_between), per frame and as flat arrays (frame index, boxes, score pairs)."""
+def carried(keyed: dict, n: int, width: int, height: int) -> list:
+    """Per frame, the analysed frames' results in ``keyed`` and the boxes detector.fill_between carries to the
+    frames between them."""
     out = [None] * n
     ordered = sorted(keyed)
     for k in ordered:
         out[k] = keyed[k]
     for a, b in itertools.pairwise(ordered):
-        for offset, carried in enumerate(detector.fill_between(keyed[a], keyed[b], b - a, width, height), start=1):
-            out[a + offset] = carried
+        for offset, between in enumerate(detector.fill_between(keyed[a], keyed[b], b - a, width, height), start=1):
+            out[a + offset] = between
+    return out
+
+
+def carried_flat(keyed: dict, n: int, width: int, height: int) -> tuple[list, np.ndarray, np.ndarray, np.ndarray]:
+    """The analysed frames' (boxes, (raw, verification) scores) in ``keyed`` with the boxes carried to the frames
+    between (carried), per frame and as flat arrays (frame index, boxes, score pairs)."""
+    out = carried(keyed, n, width, height)
     index = np.concatenate([np.full(len(b), i, np.int32) for i, (b, _s) in enumerate(out)]).astype(np.int32)
     boxes = np.concatenate([b.reshape(-1, 4) for b, _s in out]).astype(np.float32)
     scores = np.concatenate([sc.reshape(-1, 2) for _b, sc in out]).astype(np.float32)

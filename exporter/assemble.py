@@ -262,6 +262,19 @@ def _fails_receipt(path: Path, problems: list[str]) -> AssemblyError:
     return AssemblyError(f"shard fails its receipt: {problems[0]}{more}", path=str(path))
 
 
+def _run_all(targets: list[Callable[[], None]], failures: dict) -> None:
+    """Run each target in a thread of its own and wait for all; then raise the failure of the first job in order
+    (the jobs record theirs in ``failures``, keyed by their place in it), so that which one is reported does not
+    depend on the threads' timing."""
+    workers = [threading.Thread(target=target) for target in targets]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    if failures:
+        raise failures[min(failures)]
+
+
 def _read_shards(paths: list[Path], helper: _Helper | None = None) -> list[_Shard]:
     """Every shard's metadata. Task tables and feature tables that are byte-equal or equal are read or
     held once, so memory grows little with the number of shards. With a ``helper`` process, shards are read
@@ -301,15 +314,7 @@ def _read_shards(paths: list[Path], helper: _Helper | None = None) -> list[_Shar
     def helped() -> None:
         helper.pipeline(next_job, lambda i: ("read", paths[i]), received, failed)
 
-    workers = [threading.Thread(target=helped)]
-    if _LAY_OVER_THREADS:
-        workers.append(threading.Thread(target=here))
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join()
-    if failures:
-        raise failures[min(failures)]
+    _run_all([helped, *([here] if _LAY_OVER_THREADS else [])], failures)
     return [results[i] for i in range(len(paths))]
 
 
@@ -613,15 +618,7 @@ def _lay_over(
     def helped(helper: _Helper) -> None:
         helper.pipeline(next_job, request, received, failed)
 
-    workers = [threading.Thread(target=here) for _ in range(_LAY_OVER_THREADS)]
-    if helper is not None:
-        workers.append(threading.Thread(target=helped, args=(helper,)))
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join()
-    if failures:
-        raise failures[min(failures)]
+    _run_all([here] * _LAY_OVER_THREADS + ([lambda: helped(helper)] if helper is not None else []), failures)
     ordered = [results[new_index] for new_index in range(len(shards))]
     for _, digests in ordered:
         known.update(digests)
