@@ -2,12 +2,14 @@
 
     .venv/bin/python bench/faces.py [--clips 24] [--length 16] [--free-minutes 2] [--free 0]
                                     [--widths 480 640] [--strides 1 2 3 4 6] [--threshold T] [--min-peak P]
-                                    [--min-verified V]
+                                    [--min-verified V] [--sure-verified S] [--hold H]
                                     [--fps-frames 90]
 
---threshold, --min-peak and --min-verified default to the detector's own (detector.DEFAULT_THRESHOLD,
-DEFAULT_MIN_PEAK, DEFAULT_MIN_VERIFIED); --min-peak 0 keeps every run, as the detector did before the run filter;
---min-verified 0 verifies nothing, as the detector did before the verification stage.
+--threshold, --min-peak, --min-verified, --sure-verified and --hold default to the detector's own
+(detector.DEFAULT_THRESHOLD, DEFAULT_MIN_PEAK, DEFAULT_MIN_VERIFIED, DEFAULT_SURE_VERIFIED, DEFAULT_HOLD); --min-peak
+0 keeps every run, as the detector did before the run filter; --min-verified 0 verifies nothing, as the detector
+did before the verification stage; --hold 0 does not hold runs, as the detector did before 2026-12-03's second
+change.
 
 The test set is generated in memory (exporter/faces/testset.py): faces from photographs bundled with
 scikit-image pasted into 1280x720 egocentric frames at sizes 24-300 px, turned, blurred, brightened or
@@ -20,8 +22,9 @@ For each network input width the detector runs once on every frame of the face c
 the face-free video that some asked stride analyses; each stride k is then played back as
 exporter.faces.detector.detect_video plays it (detector.replay_stride: the network on frames 0, k, 2k, ...
 and the last; boxes carried between them by detector.fill_between; runs of boxes whose best score stays below
-``--min-peak`` dropped by detector.strong_runs, and with --min-verified the boxes of each analysed frame verified
-by detector.verify_image and runs whose best verification score stays below it dropped too). A face counts as
+``--min-peak`` (unless verified at --sure-verified) dropped by detector.strong_runs, and with --min-verified the
+boxes of each analysed frame verified by detector.verify_image and runs whose best verification score stays below
+it dropped too; the runs kept held for --hold frames each side by detector.hold_runs). A face counts as
 found in a frame when a detected box, grown by a quarter of its size each side as the redaction grows it, covers
 90 % of the face's box.
 
@@ -127,10 +130,15 @@ def main() -> None:
                         help="best score a run of boxes must reach to be kept (0: keep every run)")
     parser.add_argument("--min-verified", type=float, default=detector.DEFAULT_MIN_VERIFIED,
                         help="best verification score a run of boxes must reach to be kept (0: no verification)")
+    parser.add_argument("--sure-verified", type=float, default=detector.DEFAULT_SURE_VERIFIED,
+                        help="verification score above which a run is kept whatever its best network score")
+    parser.add_argument("--hold", type=int, default=detector.DEFAULT_HOLD,
+                        help="frames a kept run is held for before and after it (0: not held)")
     parser.add_argument("--fps-frames", type=int, default=90, help="frames of the encoded 720p clip timed")
     parser.add_argument("--seed", type=int, default=2400)
     args = parser.parse_args()
     verify = args.min_verified > 0
+    kept = {"hold": args.hold, "sure_verified": args.sure_verified}  # how runs are kept and held (replay_stride)
 
     bands = ts.SIZE_BANDS
     face_clips = [
@@ -143,7 +151,8 @@ def main() -> None:
     if free_minutes <= 0:
         parser.error("no face-free video: give --free-minutes or --free")
     print(
-        f"detector {detector.detector_id()}; measured with threshold {args.threshold}, run peak {args.min_peak}, "
+        f"detector {detector.detector_id()}; measured with threshold {args.threshold}, run peak {args.min_peak} "
+        f"(unless verified at {args.sure_verified}), hold {args.hold}, "
         f"verification floor {args.min_verified} on {width}x{height}"
     )
     print(f"{len(face_clips)} face clips of {args.length} frames")
@@ -179,7 +188,9 @@ def main() -> None:
             visible = [0, 0]  # faces >= 40 px on frames where the hand covers less than half of the face
             for clip, results in zip(face_clips, face_results, strict=True):
                 band = ts.band_of(clip.size)
-                played = detector.replay_stride(results, stride, width, height, args.min_peak, args.min_verified)
+                played = detector.replay_stride(
+                    results, stride, width, height, args.min_peak, args.min_verified, **kept
+                )
                 for truth, covered, (boxes, _s) in zip(clip.truth, clip.covered, played, strict=True):
                     if truth is None:
                         continue
@@ -192,7 +203,7 @@ def main() -> None:
             false_boxes = false_count = 0
             for results in free_results:
                 boxes, runs = false_runs(
-                    detector.replay_stride(results, stride, width, height, args.min_peak, args.min_verified)
+                    detector.replay_stride(results, stride, width, height, args.min_peak, args.min_verified, **kept)
                 )
                 false_boxes, false_count = false_boxes + boxes, false_count + runs
             big = [found[b] for b in bands if b[0] >= 40]
@@ -214,7 +225,7 @@ def main() -> None:
                     start, cpu = time.perf_counter(), time.process_time()
                     result = detector.detect_video(
                         path, threshold=args.threshold, stride=stride, input_width=net_width, min_peak=args.min_peak,
-                        min_verified=args.min_verified,
+                        min_verified=args.min_verified, **kept,
                     )
                     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
                     video_seconds = result.frame_count / FPS

@@ -13,10 +13,12 @@ score of a box found there overlapping it. Between two analysed frames each box 
 interpolation when it matches a box of the other analysed frame, or held in place otherwise, and widened by the
 motion, so that a face seen on an analysed frame is covered on the frames between. Boxes on consecutive frames
 are then linked into runs, and a run whose best verification score never reaches ``DEFAULT_MIN_VERIFIED`` (or
-whose best network score never reaches ``DEFAULT_MIN_PEAK``) is dropped as a false alarm: a real face scores
+whose best network score never reaches ``DEFAULT_MIN_PEAK``, unless verified at ``DEFAULT_SURE_VERIFIED`` or
+more) is dropped as a false alarm: a real face scores
 high on some crop of its run while textures and the hand, which a wide input and a low threshold let through,
-score low there (bench/faces_candidates.py measures it). Only boxes are kept: memory does not grow with the
-length of the video beyond the boxes themselves.
+score low there (bench/faces_candidates.py measures it). Each run kept is then held for ``DEFAULT_HOLD`` frames
+before and after it (hold_runs), so a face the hand covers for a moment stays covered. Only boxes are kept:
+memory does not grow with the length of the video beyond the boxes themselves.
 """
 
 from __future__ import annotations
@@ -54,13 +56,16 @@ DEFAULT_THRESHOLD = 0.1
 QUANTIZED = True
 # Network input width for video (the height follows the frame's aspect ratio, both multiples of 32), the
 # stride between analysed frames and the best network score a run of boxes must reach somewhere to be kept
-# (0: none needed): chosen by measurement (docs/privacy.md, bench/faces.py, bench/faces_candidates.py).
+# (0: none needed) unless its verification reaches DEFAULT_SURE_VERIFIED: chosen by measurement
+# (docs/privacy.md, bench/faces.py, bench/faces_candidates.py).
 DEFAULT_INPUT_WIDTH = 1280
 DEFAULT_STRIDE = 8
-DEFAULT_MIN_PEAK = 0.0
+DEFAULT_MIN_PEAK = 0.25
 # The verification stage (verify_boxes): the best verification score a run must reach somewhere to be kept
-# (0: no verification), and how many boxes of an analysed frame are verified at most (the best-scored).
+# (0: no verification), the score above which a run is kept whatever its best network score, and how many
+# boxes of an analysed frame are verified at most (the best-scored).
 DEFAULT_MIN_VERIFIED = 0.4
+DEFAULT_SURE_VERIFIED = 0.5
 VERIFY_MAX = 8
 NMS_IOU = 0.3
 # One image (detect_rgb, detect_image): one network run on the machine's two cores. A video (detect_video):
@@ -76,6 +81,10 @@ VIDEO_IN_FLIGHT = 2 * VIDEO_WORKERS  # analysed frames handed to the workers and
 MATCH_IOU = 0.1
 HOLD_GROWTH = 0.25
 MOTION_GROWTH = 0.5  # an interpolated box grows by this share of the displacement between the two keyframes
+# A kept run's first box is also put on the DEFAULT_HOLD frames before it and its last box on the DEFAULT_HOLD
+# frames after it (grown by HOLD_GROWTH), as a tracker keeps a lost track for a while: a face that the hand
+# covers, or that the network loses for one analysed frame, stays covered until it is found again (hold_runs).
+DEFAULT_HOLD = DEFAULT_STRIDE
 PROGRESS_EVERY = 30
 
 
@@ -86,13 +95,15 @@ class WeightsError(RuntimeError):
 
 def settings_tag() -> str:
     """The settings that change which boxes detect_video reports: input width, stride, threshold, run peak, the
-    8-bit network's digest (when it runs) and, when runs are verified, the verification floor, the box and crop
-    sizes and the boxes verified per frame."""
+    frames a run is held for, the 8-bit network's digest (when it runs) and, when runs are verified, the
+    verification floor, the box and crop sizes and the boxes verified per frame."""
     tag = f"w{DEFAULT_INPUT_WIDTH}s{DEFAULT_STRIDE}t{DEFAULT_THRESHOLD:g}p{DEFAULT_MIN_PEAK:g}"
+    if DEFAULT_HOLD:
+        tag += f"h{DEFAULT_HOLD}"
     if QUANTIZED:  # the 8-bit network: its own digest, which changes with the activation ranges
         tag += f"q{quantized.QUANTIZED_SHA256[:8]}"
     if DEFAULT_MIN_VERIFIED > 0:
-        tag += f"v{DEFAULT_MIN_VERIFIED:g}c{VERIFY_BOX}x{VERIFY_INPUT}n{VERIFY_MAX}"
+        tag += f"v{DEFAULT_MIN_VERIFIED:g}-{DEFAULT_SURE_VERIFIED:g}c{VERIFY_BOX}x{VERIFY_INPUT}n{VERIFY_MAX}"
     return tag
 
 
@@ -397,10 +408,17 @@ def run_ids(frames: np.ndarray, boxes: np.ndarray) -> np.ndarray:
 
 
 def strong_runs(
-    frames: np.ndarray, boxes: np.ndarray, scores: np.ndarray, min_peak: float, min_verified: float = 0.0
+    frames: np.ndarray,
+    boxes: np.ndarray,
+    scores: np.ndarray,
+    min_peak: float,
+    min_verified: float = 0.0,
+    sure_verified: float | None = None,
 ) -> np.ndarray:
     """Which boxes to keep (a boolean mask): boxes are linked into runs (run_ids) and a run whose best score
-    stays below ``min_peak``, or whose best verification score stays below ``min_verified``, is dropped.
+    stays below ``min_peak``, or whose best verification score stays below ``min_verified``, is dropped; with
+    ``sure_verified``, a run verified at that or more is kept whatever its best score (``min_peak`` then only
+    asks more of a run verified between ``min_verified`` and ``sure_verified``).
     ``scores`` are the network's scores, or (raw, verification) pairs as detect_video carries them (a 1-D
     ``scores`` has no verification: ``min_verified`` must be 0). ``frames`` must be in order; both limits 0
     keep every box."""
@@ -415,8 +433,46 @@ def strong_runs(
     np.maximum.at(peaks, run_of, pairs)
     keep = peaks[run_of, 0] >= min_peak
     if min_verified > 0:
+        if sure_verified is not None:
+            keep |= peaks[run_of, 1] >= sure_verified
         keep &= peaks[run_of, 1] >= min_verified
     return keep
+
+
+def hold_runs(
+    frames: np.ndarray, boxes: np.ndarray, scores: np.ndarray, frame_count: int, width: int, height: int,
+    hold: int = DEFAULT_HOLD,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The boxes with each run's first box also on the ``hold`` frames before it and its last box on the ``hold``
+    frames after it (within 0..frame_count-1), grown by HOLD_GROWTH of their size each side, with that box's
+    scores: a face hidden for a moment (by the hand, or missed on an analysed frame) stays covered until it is
+    found again. ``frames`` must be in order; the result is in frame order too. ``hold`` 0 changes nothing."""
+    if hold <= 0 or len(frames) == 0:
+        return frames, boxes, scores
+    run_of = run_ids(frames, boxes)
+    order = np.arange(len(frames))
+    first = np.full(int(run_of.max()) + 1, len(frames), np.int64)
+    last = np.full(len(first), -1, np.int64)
+    np.minimum.at(first, run_of, order)
+    np.maximum.at(last, run_of, order)
+    extra_frames, extra_rows = [], []
+    for row, step in [(first, -1), (last, 1)]:
+        for i in row.tolist():
+            span = np.arange(frames[i] + step, frames[i] + step * (hold + 1), step)
+            span = span[(span >= 0) & (span < frame_count)]
+            extra_frames.append(span)
+            extra_rows.append(np.full(len(span), i, np.int64))
+    extra_frames_all = np.concatenate(extra_frames).astype(np.int32)
+    extra = np.concatenate(extra_rows)
+    size = boxes[extra, 2:] - boxes[extra, :2]
+    held = _grow(boxes[extra], size[:, 0] * HOLD_GROWTH, size[:, 1] * HOLD_GROWTH, width, height)
+    frames = np.concatenate([frames, extra_frames_all])
+    sort = np.argsort(frames, kind="stable")
+    return (
+        frames[sort],
+        np.concatenate([boxes, held]).astype(np.float32)[sort],
+        np.concatenate([scores, scores[extra]]).astype(np.float32)[sort],
+    )
 
 
 def replay_stride(
@@ -426,13 +482,16 @@ def replay_stride(
     height: int,
     min_peak: float = DEFAULT_MIN_PEAK,
     min_verified: float = DEFAULT_MIN_VERIFIED,
+    hold: int = DEFAULT_HOLD,
+    sure_verified: float | None = DEFAULT_SURE_VERIFIED,
 ) -> list[tuple[np.ndarray, np.ndarray]]:
     """Given the network's result on every frame, what detect_video reports with this stride: the results of
     frames 0, stride, 2*stride, ... and the last, and boxes carried by fill_between on the frames between,
-    without the runs whose best score stays below ``min_peak`` or whose best verification score stays below
-    ``min_verified`` (used to measure a stride's recall without running the network once per stride). A
-    result's scores are the network's, or (raw, verification) pairs (verify_image) as detect_video makes them;
-    the scores given back are the network's."""
+    without the runs whose best score stays below ``min_peak`` (unless verified at ``sure_verified`` or more) or
+    whose best verification score stays below ``min_verified``, the runs kept held for ``hold`` frames each side
+    (hold_runs; used to measure a stride's recall without running the network once per stride). A result's
+    scores are the network's, or (raw, verification) pairs (verify_image) as detect_video makes them; the scores
+    given back are the network's."""
     n = len(results)
     if n == 0:
         return []
@@ -445,8 +504,9 @@ def replay_stride(
     frames = np.concatenate([np.full(len(b), i, np.int32) for i, (b, _s) in enumerate(out)]).astype(np.int32)
     boxes = np.concatenate([b.reshape(-1, 4) for b, _s in out]).astype(np.float32)
     scores = np.concatenate([s.reshape(-1, columns) for _b, s in out]).astype(np.float32)
-    keep = strong_runs(frames, boxes, scores, min_peak, min_verified)
-    return [(boxes[(frames == i) & keep], scores[(frames == i) & keep, 0]) for i in range(n)]
+    keep = strong_runs(frames, boxes, scores, min_peak, min_verified, sure_verified)
+    frames, boxes, scores = hold_runs(frames[keep], boxes[keep], scores[keep], n, width, height, hold)
+    return [(boxes[frames == i], scores[frames == i, 0]) for i in range(n)]
 
 
 # Verification (verify_boxes): each candidate box is looked at again by the same network, in a square crop of
@@ -548,13 +608,16 @@ def detect_video(
     input_width: int | None = DEFAULT_INPUT_WIDTH,
     min_peak: float = DEFAULT_MIN_PEAK,
     min_verified: float = DEFAULT_MIN_VERIFIED,
+    hold: int = DEFAULT_HOLD,
+    sure_verified: float | None = DEFAULT_SURE_VERIFIED,
 ) -> Detections:
     """Every face box of an MP4's video stream (frame index in decode order = display order for the shards).
 
     Each box of an analysed frame is verified (verify_candidates: the network again on a crop of the full
-    frame around it, at a scale that suits it) and runs of boxes whose best score stays below ``min_peak`` or
-    whose best verification score stays below ``min_verified`` are dropped (strong_runs; 0 and 0 keep every
-    box; with ``min_verified`` 0 nothing is verified).
+    frame around it, at a scale that suits it) and runs of boxes whose best score stays below ``min_peak`` (unless
+    verified at ``sure_verified`` or more) or whose best verification score stays below ``min_verified`` are
+    dropped (strong_runs; 0 and 0 keep every box; with ``min_verified`` 0 nothing is verified); the runs kept are
+    held for ``hold`` frames before and after them (hold_runs; 0: not held).
     The analysed frames go to VIDEO_WORKERS threads running the network at once (at most VIDEO_IN_FLIGHT
     waiting), their results are collected in frame order: the boxes are those of running the frames one by one.
 
@@ -569,6 +632,8 @@ def detect_video(
         raise ValueError(f"face detector: run peak {min_peak!r} is not between 0 and 1")
     if not (0.0 <= min_verified < 1.0):
         raise ValueError(f"face detector: verification floor {min_verified!r} is not between 0 and 1")
+    if not (isinstance(hold, int) and hold >= 0):
+        raise ValueError(f"face detector: hold {hold!r} is not a whole number of frames")
     sessions = video_sessions()  # the weights are checked before any decoding
     collector = _Collector()
     try:
@@ -643,8 +708,9 @@ def detect_video(
         if progress is not None:
             progress(frame_count, frame_count)
     frames, boxes, scores = collector.arrays()
-    keep = strong_runs(frames, boxes, scores, min_peak, min_verified)
-    frames, boxes, scores = frames[keep], boxes[keep], scores[keep, 0]
+    keep = strong_runs(frames, boxes, scores, min_peak, min_verified, sure_verified)
+    frames, boxes, scores = hold_runs(frames[keep], boxes[keep], scores[keep], frame_count, width, height, hold)
+    scores = scores[:, 0]
     return Detections(
         detector=DETECTOR_NAME,
         version=DETECTOR_VERSION,

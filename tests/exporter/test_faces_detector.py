@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import math
 import time
 
 import av
@@ -150,6 +151,31 @@ def test_the_8_bit_and_the_float_network_see_the_same_face(monkeypatch):
         assert scores[best] > 0.5 and _iou(boxes[best], truth) > 0.5
         heatmaps.append(session.run(["537"], {"input.1": blob})[0])
     assert 0 < np.abs(heatmaps[0] - heatmaps[1]).max() < 0.2
+
+
+def test_the_8_bit_network_scores_a_face_as_the_float_one_does_on_any_cpu(monkeypatch):
+    """A test-set face (seed 2406: an LFW face 103 px tall, frame 10) at the network's full 1280 px input. With 8-bit
+    weights, an x86 CPU without VNNI instructions (AVX2 only) saturates the sums of products and scored this face
+    0.27 where the float network scores 0.83, losing whole clips; the weights are quantized to 7 bits so that no CPU
+    saturates (exporter/faces/quantized.py), and the 8-bit network's score is the float one's within 0.1."""
+    from exporter.faces import testset
+
+    clip = testset.make_clip(2406, length=16, band=testset.SIZE_BANDS[2])
+    frame, truth = list(clip.frames())[10], clip.truth[10]
+    net_w, net_h = detector.network_size(clip.width, clip.height, 1280)
+    scaled = av.VideoFrame.from_ndarray(frame, format="rgb24").to_ndarray(width=net_w, height=net_h, format="rgb24")
+    blob = np.ascontiguousarray(scaled.transpose(2, 0, 1)[None], dtype=np.float32)
+    sx, sy = net_w / clip.width / 4, net_h / clip.height / 4  # the heatmap's cells are 4 px of the input
+    x0, y0, x1, y1 = int(truth[0] * sx), int(truth[1] * sy), math.ceil(truth[2] * sx), math.ceil(truth[3] * sy)
+    data = detector.weights_path().read_bytes()
+    peaks = []
+    for quantize in (True, False):
+        monkeypatch.setattr(detector, "QUANTIZED", quantize)
+        heatmap = detector._session_from_bytes(data).run(["537"], {"input.1": blob})[0]
+        peaks.append(float(heatmap[0, 0, y0 : y1 + 1, x0 : x1 + 1].max()))
+    int8, float32 = peaks
+    assert float32 > 0.7
+    assert abs(int8 - float32) < 0.1, f"8-bit {int8:.3f}, float {float32:.3f}"
 
 
 def test_detector_id_names_the_detector_version_weights_and_settings():
@@ -456,3 +482,47 @@ def test_detect_video_keeps_only_verified_runs(tmp_path, monkeypatch):
     monkeypatch.setattr(detector, "verify_boxes", lambda session, rgb, boxes: np.full(len(boxes), 0.4, np.float32))
     assert len(detector.detect_video(tmp_path / "faces.mp4", min_verified=0.5).frames) == 0
     assert len(detector.detect_video(tmp_path / "faces.mp4", min_verified=0.0).frames) >= 9
+
+
+def test_a_kept_run_is_held_before_and_after_it_within_the_video():
+    # one run on frames 3-4 of a 12-frame video, one on frames 10-11 (the video's end)
+    frames = np.array([3, 4, 10, 11], np.int32)
+    boxes = np.array([[100, 100, 140, 150], [104, 100, 144, 150], [400, 200, 440, 250], [402, 200, 442, 250]],
+                     np.float32)
+    scores = np.array([[0.5, 0.8], [0.6, 0.7], [0.9, 0.9], [0.4, 0.9]], np.float32)
+    held_frames, held_boxes, held_scores = detector.hold_runs(frames, boxes, scores, 12, 640, 360, hold=2)
+    assert held_frames.tolist() == [1, 2, 3, 4, 5, 6, 8, 9, 10, 11]
+    assert np.all(np.diff(held_frames) >= 0)
+    # the first box grown by a quarter of its size each side, before the run; the last one after it
+    np.testing.assert_allclose(held_boxes[0], [90, 87.5, 150, 162.5])
+    np.testing.assert_allclose(held_boxes[5], [94, 87.5, 154, 162.5])
+    np.testing.assert_allclose(held_scores[[0, 1, 4, 5]], [[0.5, 0.8], [0.5, 0.8], [0.6, 0.7], [0.6, 0.7]])
+    assert len(held_frames[held_frames >= 12]) == 0  # nothing past the video's end
+    unchanged = detector.hold_runs(frames, boxes, scores, 12, 640, 360, hold=0)
+    assert all(np.array_equal(a, b) for a, b in zip(unchanged, (frames, boxes, scores), strict=True))
+
+
+def test_replay_stride_holds_a_face_over_the_frame_where_the_hand_covers_it():
+    face = (np.array([[100, 100, 140, 150]], np.float32), np.array([[0.9, 0.9]], np.float32))
+    covered = (np.zeros((0, 4), np.float32), np.zeros((0, 2), np.float32))
+    # seen on frames 0-3, covered on 4-7 (frame 4 analysed at stride 4), seen again on 8
+    results = [face] * 4 + [covered] * 4 + [face]
+    held = detector.replay_stride(results, 4, 640, 360, min_peak=0.0, min_verified=0.5, hold=4)
+    assert [len(boxes) > 0 for boxes, _s in held] == [True] * 9
+    not_held = detector.replay_stride(results, 4, 640, 360, min_peak=0.0, min_verified=0.5, hold=0)
+    assert [len(boxes) > 0 for boxes, _s in not_held] == [True] * 4 + [False] + [True] * 4
+
+
+def test_a_run_verified_sure_enough_is_kept_whatever_its_network_score():
+    # three runs: weakly verified with a low network score (a texture), weakly verified with a good network score,
+    # and a small face the network scores low but the verification high
+    frames = np.array([0, 0, 0, 1, 1, 1], np.int32)
+    boxes = np.array(
+        [[100, 100, 140, 150], [400, 200, 440, 250], [600, 50, 620, 75], [102, 100, 142, 150],
+         [402, 200, 442, 250], [601, 50, 621, 75]],
+        np.float32,
+    )
+    pairs = np.array([[0.17, 0.3], [0.4, 0.45], [0.12, 0.2], [0.1, 0.42], [0.3, 0.1], [0.15, 0.75]], np.float32)
+    assert detector.strong_runs(frames, boxes, pairs, 0.25, 0.4, 0.5).tolist() == [False, True, True] * 2
+    assert detector.strong_runs(frames, boxes, pairs, 0.25, 0.4).tolist() == [False, True, False] * 2
+    assert detector.strong_runs(frames, boxes, pairs, 0.0, 0.4, 0.5).tolist() == [True] * 6
