@@ -18,6 +18,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -205,12 +206,7 @@ def footer_bytes(metadata: _Struct) -> bytes:
 
 
 def _chunk_range(chunk: _Struct) -> tuple[int, int]:
-    meta = chunk.get(_CC_META)
-    start = meta.get(_CMD_DATA_PAGE)
-    dictionary = meta.get(_CMD_DICTIONARY_PAGE)
-    if dictionary is not None and 0 < dictionary < start:
-        start = dictionary
-    return start, meta.get(_CMD_COMPRESSED)
+    return _chunk_range_of(chunk.get(_CC_META))
 
 
 def _spliceable(metadata: _Struct) -> bool:
@@ -311,3 +307,220 @@ def replace_column_parts(
     footer = footer_bytes(metadata)
     parts.append(memoryview(footer + struct.pack("<I", len(footer)) + MAGIC))
     return parts
+
+
+# page header fields (parquet.thrift PageHeader, DataPageHeader, DictionaryPageHeader)
+_PH_TYPE, _PH_UNCOMPRESSED, _PH_COMPRESSED, _PH_DATA, _PH_DICTIONARY = 1, 2, 3, 5, 7
+_DATA_PAGE, _DICTIONARY_PAGE = 0, 2
+_DPH_NUM_VALUES, _DPH_ENCODING, _DPH_DEFINITION, _DPH_REPETITION = 1, 2, 3, 4
+_PLAIN, _PLAIN_DICTIONARY, _RLE, _RLE_DICTIONARY = 0, 2, 3, 8
+_CMD_TYPE, _CMD_CODEC, _CMD_NUM_VALUES = 1, 4, 5
+_FLOAT = 4
+_CODECS = {0: None, 1: "snappy", 2: "gzip", 4: "brotli", 6: "zstd", 7: "lz4_raw"}
+
+
+def float_list_values(source: bytes, leaf: int, width: int, *, max_definition: int,
+                      max_repetition: int) -> np.ndarray | None:
+    """The values of a column of float32 lists of ``width`` values each, none of them null (the parquet leaf
+    ``leaf`` of ``source``, a whole file), as a (rows, width) float32 array decoded straight from its pages:
+    plain or dictionary-encoded values, version 1 data pages, any codec pyarrow can decompress. Their levels
+    are checked, not decoded: every definition level must be ``max_definition`` and the repetition levels the
+    same encoded bytes for every list, one list's worth starting each list. ``None`` for anything else (nulls,
+    lists of other lengths, other encodings or page kinds), for the caller to read the column with pyarrow.
+    The values are those pyarrow's reader gives, without its building of list arrays."""
+    if max_repetition != 1:
+        return None
+    try:
+        metadata, _ = read_footer(source)
+        groups = metadata.get(_FMD_ROW_GROUPS)[1]
+        parts = []
+        for group in groups:
+            meta = group.get(_RG_COLUMNS)[1][leaf].get(_CC_META)
+            if meta is None or meta.get(_CMD_TYPE) != _FLOAT or meta.get(_CMD_CODEC) not in _CODECS:
+                return None
+            values = _chunk_values(source, meta, width, max_definition, max_repetition)
+            if values is None:
+                return None
+            parts.append(values)
+    except (ValueError, IndexError, KeyError, TypeError, OSError, struct.error, pa.ArrowException):
+        return None  # damaged: pyarrow's reader says how
+    values = parts[0] if len(parts) == 1 else np.concatenate(parts)
+    return values.reshape(-1, width)
+
+
+def _chunk_values(source: bytes, meta: _Struct, width: int, max_definition: int,
+                  max_repetition: int) -> np.ndarray | None:
+    start, size = _chunk_range_of(meta)
+    codec = _CODECS[meta.get(_CMD_CODEC)]
+    decompress = pa.Codec(codec).decompress if codec else None
+    total = meta.get(_CMD_NUM_VALUES)
+    dictionary = None
+    parts: list[np.ndarray] = []
+    done = 0
+    position, end = start, start + size
+    reader = _Reader(source)
+    while position < end:
+        reader.pos = position
+        header = reader.struct()
+        compressed = header.get(_PH_COMPRESSED)
+        body = memoryview(source)[reader.pos : reader.pos + compressed]
+        position = reader.pos + compressed
+        if len(body) != compressed or position > end:
+            return None
+        kind = header.get(_PH_TYPE)
+        if kind not in (_DATA_PAGE, _DICTIONARY_PAGE):  # version 2 data pages (levels uncompressed) among them
+            return None
+        uncompressed = header.get(_PH_UNCOMPRESSED)
+        page = memoryview(body if decompress is None else decompress(body, decompressed_size=uncompressed))
+        if len(page) != uncompressed:
+            return None
+        if kind == _DICTIONARY_PAGE:
+            about = header.get(_PH_DICTIONARY)
+            if dictionary is not None or about.get(_DPH_ENCODING) not in (_PLAIN, _PLAIN_DICTIONARY):
+                return None
+            dictionary = np.frombuffer(page, "<f4", count=about.get(_DPH_NUM_VALUES))
+            continue
+        about = header.get(_PH_DATA)
+        count = about.get(_DPH_NUM_VALUES)
+        if count % width or about.get(_DPH_DEFINITION) != _RLE or about.get(_DPH_REPETITION) != _RLE:
+            return None
+        levels, offset = _levels(page, 0)
+        if not _one_list_each(levels, width, count // width):
+            return None
+        if max_definition:
+            levels, offset = _levels(page, offset)
+            if not _all_equal(levels, count, max_definition):
+                return None
+        encoding = about.get(_DPH_ENCODING)
+        if encoding == _PLAIN:
+            if len(page) - offset < 4 * count:
+                return None
+            parts.append(np.frombuffer(page, "<f4", count=count, offset=offset))
+        elif encoding in (_RLE_DICTIONARY, _PLAIN_DICTIONARY) and dictionary is not None:
+            indices = _hybrid(page[offset + 1 :], page[offset], count)
+            if indices is None:
+                return None
+            parts.append(dictionary.take(indices))  # an index past the dictionary raises IndexError
+        else:
+            return None
+        done += count
+    if done != total:
+        return None
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def _chunk_range_of(meta: _Struct) -> tuple[int, int]:
+    """Where a column chunk's pages start (its dictionary page, if any) and their size."""
+    start = meta.get(_CMD_DATA_PAGE)
+    dictionary = meta.get(_CMD_DICTIONARY_PAGE)
+    if dictionary is not None and 0 < dictionary < start:
+        start = dictionary
+    return start, meta.get(_CMD_COMPRESSED)
+
+
+def _levels(page: memoryview, offset: int) -> tuple[memoryview, int]:
+    """A version 1 data page's levels (their byte length, then the RLE/bit-packed runs) at ``offset``."""
+    size = struct.unpack_from("<I", page, offset)[0]
+    if offset + 4 + size > len(page):
+        raise ValueError("levels run past their page")
+    return page[offset + 4 : offset + 4 + size], offset + 4 + size
+
+
+def _all_equal(levels: memoryview, count: int, level: int) -> bool:
+    """Whether ``levels`` are one run of ``count`` times ``level`` (one byte wide: levels below 256)."""
+    reader = _Reader(bytes(levels))
+    header = reader.varint()
+    return header == count << 1 and level < 256 and reader.pos + 1 == len(levels) and levels[reader.pos] == level
+
+
+def _one_list_each(levels: memoryview, width: int, lists: int) -> bool:
+    """Whether repetition levels (bit width 1) are ``lists`` lists of ``width`` values: the runs of the first
+    list decode to 0 then ``width - 1`` ones, end there, and the rest repeats their bytes (as pyarrow encodes
+    lists of more than a few values), or else every level decoded is so."""
+    data = bytes(levels)
+    reader = _Reader(data)
+    decoded: list[int] = []
+    while len(decoded) < width and reader.pos < len(data):
+        header = reader.varint()
+        if header & 1:  # bit-packed groups of eight one-bit levels
+            groups = header >> 1
+            packed = data[reader.pos : reader.pos + groups]
+            reader.pos += groups
+            decoded += [(byte >> bit) & 1 for byte in packed for bit in range(8)]
+        else:
+            decoded += [data[reader.pos]] * (header >> 1)
+            reader.pos += 1
+    one = data[: reader.pos]
+    if decoded == [0] + [1] * (width - 1) and len(one) * lists == len(data) and one * lists == data:
+        return True
+    # not one list to a run boundary (narrow lists share bit-packed groups): every level decoded
+    levels_decoded = _hybrid(levels, 1, width * lists)
+    if levels_decoded is None:
+        return False
+    expected = np.ones((lists, width), dtype=levels_decoded.dtype)
+    expected[:, 0] = 0
+    return bool(np.array_equal(levels_decoded, expected.reshape(-1)))
+
+
+def _hybrid(data: memoryview, bit_width: int, count: int) -> np.ndarray | None:
+    """The first ``count`` values of RLE/bit-packed hybrid runs of ``bit_width``-bit values (dictionary
+    indices). Bit-packed runs are unpacked together, eight values at a time as numpy columns."""
+    if not 0 < bit_width <= 32:
+        return None
+    raw = bytes(data)
+    view = memoryview(raw)
+    end = len(raw)
+    packed: list[memoryview] = []
+    runs: list[tuple[int, int, int]] = []  # repeated runs: where they start among the values, length, value
+    value_bytes = (bit_width + 7) // 8
+    decoded = position = 0
+    while decoded < count:
+        header = raw[position]  # the run's header, a varint (read here: a run every few hundred values)
+        position += 1
+        if header & 0x80:
+            header &= 0x7F
+            shift = 7
+            while True:
+                byte = raw[position]
+                position += 1
+                header |= (byte & 0x7F) << shift
+                if not byte & 0x80:
+                    break
+                shift += 7
+        length = header >> 1
+        if header & 1:
+            size = length * bit_width
+            packed.append(view[position : position + size])
+            position += size
+            decoded += length * 8
+        else:
+            runs.append((decoded, length, int.from_bytes(raw[position : position + value_bytes], "little")))
+            position += value_bytes
+            decoded += length
+        if position > end or length == 0:
+            return None
+    unpacked = _unpack(b"".join(packed), bit_width)
+    if not runs:
+        return unpacked[:count]
+    out = np.empty(decoded, dtype=np.intp)
+    taken = done = 0
+    for first, length, value in runs:
+        out[done:first] = unpacked[taken : taken + first - done]
+        taken += first - done
+        out[first : first + length] = value
+        done = first + length
+    out[done:] = unpacked[taken : taken + decoded - done]
+    return out[:count]
+
+
+def _unpack(packed: bytes, bit_width: int) -> np.ndarray:
+    """Bit-packed values, least significant bit first: eight values in every ``bit_width`` bytes."""
+    groups = len(packed) // bit_width
+    padded = packed + bytes(8)
+    out = np.empty((groups, 8), dtype=np.intp)
+    mask = np.uint64((1 << bit_width) - 1)
+    for k in range(8):
+        bit = k * bit_width
+        words = np.ndarray((groups,), dtype="<u8", buffer=padded, offset=bit >> 3, strides=(bit_width,))
+        out[:, k] = (words >> np.uint64(bit & 7)) & mask
+    return out.reshape(-1)
