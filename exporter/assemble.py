@@ -48,7 +48,7 @@ from exporter.arrow import from_values, to_numpy
 from exporter.errors import AssemblyError
 from exporter.jsonfile import write_json
 from exporter.modes import publish_modes
-from exporter.parquet_columns import float_list_values, replace_column_parts
+from exporter.parquet_columns import replace_column_parts
 from exporter.receipt import (
     RECEIPT,
     build_artefacts,
@@ -753,7 +753,7 @@ def _helper_main() -> None:
 class _NoStats:
     """Statistics are the assembling process's: the helper only splices, copies and hashes."""
 
-    def read_whole(self, data: pq.ParquetFile, source: bytes, skip: tuple[str, ...] = ()) -> None:
+    def read_whole(self, data: pq.ParquetFile) -> None:
         return None
 
     def add_file(self, *args: Any, **kwargs: Any) -> None:
@@ -881,11 +881,9 @@ def _write_data(source: bytes, target: Path, shard: _Shard, stats: _DatasetStats
     row group at a time). Statistics decode only the columns they need."""
     data = pq.ParquetFile(pa.BufferReader(source))
     schema = data.schema_arrow
-    # a short file's feature columns read at once (frame_index among them), but the two to be replaced
-    whole = stats.read_whole(data, source, skip=_RENUMBERED)
-    frame_index = (whole["frame_index"] if whole is not None
-                   else data.read(columns=["frame_index"], use_threads=False).column("frame_index"))
-    frame_index = to_numpy(frame_index.combine_chunks())
+    whole = stats.read_whole(data)  # a short file's feature columns in one read, frame_index among them
+    frame_index = (whole if whole is not None else data.read(columns=["frame_index"], use_threads=False))
+    frame_index = to_numpy(frame_index.column("frame_index").combine_chunks())
     first_row = shard.episode["dataset_from_index"]
     columns = _new_columns(data, shard, frame_index)
     parts: list[Any] | None = replace_column_parts(source, columns, schema=schema)
@@ -908,13 +906,9 @@ def _size(path: Path) -> int:
         return 0  # missing: the receipt check names it
 
 
-_RENUMBERED = ("episode_index", "index")  # the columns of a data file that renumbering rewrites
-
-
 def _new_columns(data: pq.ParquetFile, shard: _Shard, frame_index: np.ndarray) -> dict[str, pa.Array]:
     first_row = shard.episode["dataset_from_index"]
-    new = dict(zip(_RENUMBERED, (np.full(len(frame_index), shard.episode_index), first_row + frame_index),
-                   strict=True))
+    new = {"episode_index": np.full(len(frame_index), shard.episode_index), "index": first_row + frame_index}
     return {name: from_values(values, data.schema_arrow.field(name).type) for name, values in new.items()}
 
 
@@ -998,28 +992,6 @@ def _read_columns(reader: _parquet.ParquetReader, schema: pa.Schema, names: list
     return reader.read_all(column_indices=[schema.get_field_index(name) for name in names], use_threads=False)
 
 
-# Vectors decoded from their pages only when they are this wide and the column this large: for narrow vectors
-# (an action's two values) or a few rows pyarrow is as quick, and parsing the footer again costs about 0.5 ms.
-_DECODED_WIDTH = 16
-_DECODED_VALUES = 1 << 16
-
-
-def _float_vectors(data: pq.ParquetFile, name: str, source: bytes) -> np.ndarray | None:
-    """Column ``name`` of the parquet file ``data`` (whose bytes are ``source``), when it holds vectors of
-    float32, decoded straight from its pages as a (rows, width) array (``float_list_values``: pyarrow's list
-    decoding was the most of the time statistics took to read); ``None`` when it does not or cannot be."""
-    schema = data.schema_arrow
-    place = schema.get_field_index(name)
-    type_ = schema.field(place).type
-    if (not pa.types.is_fixed_size_list(type_) or type_.value_type != pa.float32()
-            or type_.list_size < _DECODED_WIDTH or data.metadata.num_rows * type_.list_size < _DECODED_VALUES
-            or not all(_one_leaf(field.type) for field in schema)):
-        return None
-    leaf = data.metadata.schema.column(place)  # every column one leaf: the leaf's index is the column's
-    return float_list_values(source, place, type_.list_size, max_definition=leaf.max_definition_level,
-                             max_repetition=leaf.max_repetition_level)
-
-
 def _one_leaf(type_: pa.DataType) -> bool:
     while pa.types.is_list(type_) or pa.types.is_large_list(type_) or pa.types.is_fixed_size_list(type_):
         type_ = type_.value_type
@@ -1079,9 +1051,6 @@ class _DatasetStats:
         (shards may be added in any order)."""
         for name, scratch in self.scratches.items():
             column = columns[name]
-            if isinstance(column, np.ndarray):  # decoded already (``_float_vectors``)
-                scratch.write(first_row, column.reshape(rows, -1))
-                continue
             if isinstance(column, pa.ChunkedArray):
                 column = column.combine_chunks()
             if pa.types.is_fixed_size_list(column.type) and column.null_count == 0:
@@ -1095,45 +1064,25 @@ class _DatasetStats:
         width = sum(width for width, _ in self.features.values())
         return max(1, STATS_MEMORY_BUDGET // (8 * width))
 
-    def read_whole(self, data: pq.ParquetFile, source: bytes, skip: tuple[str, ...] = ()) -> dict[str, Any] | None:
-        """The feature columns of a data file that fits one block (but those in ``skip``), read at once:
-        vectors of float32 decoded straight from the pages of ``source`` (the file's bytes) where they can be,
-        the rest in one read with pyarrow; ``None`` for a longer file."""
+    def read_whole(self, data: pq.ParquetFile) -> pa.Table | None:
+        """The feature columns of a data file that fits one block, in one read; ``None`` for a longer one."""
         if data.metadata.num_rows > self._batch_rows():
             return None
-        names = [name for name in self.features if name in data.schema_arrow.names and name not in skip]
-        columns: dict[str, Any] = {}
-        for name in names:
-            values = _float_vectors(data, name, source)
-            if values is not None:
-                columns[name] = values
-        rest = [name for name in names if name not in columns]
-        if rest:
-            table = data.read(columns=rest, use_threads=False)
-            columns.update((name, table.column(name)) for name in rest)
-        return columns
+        return data.read(columns=[name for name in self.features if name in data.schema_arrow.names],
+                         use_threads=False)
 
     def add_file(self, data: Path | pq.ParquetFile, first_row: int, replaced: dict[str, pa.Array] | None = None,
-                 *, whole: dict[str, Any] | None = None) -> None:
+                 *, whole: pa.Table | None = None) -> None:
         """A data file, read in blocks of rows, only the columns of features (``whole``: those columns
-        already read, by ``read_whole``); ``replaced`` gives the new values of columns that were rewritten
-        (their old values are not used). A file given by its path that fits ``SPLICE_MEMORY_BYTES`` is read
-        whole into memory."""
+        already read); ``replaced`` gives the new values of columns that were rewritten (their old values
+        are not used)."""
         replaced = replaced or {}
         wanted = [name for name in self.features if name not in replaced]
-        if isinstance(data, Path) and whole is None and _size(data) <= SPLICE_MEMORY_BYTES:
-            source = data.read_bytes()
-            data = pq.ParquetFile(pa.BufferReader(source))
-            whole = self.read_whole(data, source, skip=tuple(replaced))
         if whole is not None:
-            assert isinstance(data, pq.ParquetFile)
-            rows = data.metadata.num_rows
-            columns = {name: whole[name] for name in wanted}
-            columns.update((name, values.slice(0, rows)) for name, values in replaced.items())
-            self.add(columns, rows, first_row)
-            return
-        data = data if isinstance(data, pq.ParquetFile) else pq.ParquetFile(data)
-        blocks = data.iter_batches(batch_size=self._batch_rows(), columns=wanted)
+            blocks: Any = [whole]
+        else:
+            data = data if isinstance(data, pq.ParquetFile) else pq.ParquetFile(data)
+            blocks = data.iter_batches(batch_size=self._batch_rows(), columns=wanted)
         done = 0
         for block in blocks:
             columns = {name: block.column(name) for name in wanted}

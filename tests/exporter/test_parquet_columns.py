@@ -5,7 +5,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from exporter.parquet_columns import float_list_values, footer_bytes, read_footer, replace_columns
+from exporter.parquet_columns import footer_bytes, read_footer, replace_columns
 
 
 def _file(rows: int = 2500, row_group: int = 1000, **options) -> bytes:
@@ -74,50 +74,3 @@ def test_files_it_cannot_or_can_splice(options):
 
 def test_not_parquet_is_refused():
     assert replace_columns(b"PAR1 not really", {}) is None
-
-
-def _vectors(state: pa.Array, **options) -> bytes:
-    out = pa.BufferOutputStream()
-    pq.write_table(pa.table({"observation.state": state, "frame_index": pa.array(np.arange(len(state)))}), out,
-                   **options)
-    return out.getvalue().to_pybytes()
-
-
-def _decoded(data: bytes, width: int) -> np.ndarray | None:
-    leaf = pq.ParquetFile(pa.BufferReader(data)).metadata.schema.column(0)
-    return float_list_values(data, 0, width, max_definition=leaf.max_definition_level,
-                             max_repetition=leaf.max_repetition_level)
-
-
-@pytest.mark.parametrize("options", [
-    {},  # dictionary pages, snappy
-    {"use_dictionary": False, "compression": "none"},  # plain pages, uncompressed
-    {"dictionary_pagesize_limit": 4096, "data_page_size": 8192, "compression": "zstd"},  # dictionary, then plain
-    {"row_group_size": 333, "data_page_size": 1000},  # several row groups and pages
-])
-@pytest.mark.parametrize("width", [410, 3, 1])
-def test_float_vectors_decoded_from_pages_as_pyarrow_reads_them(options, width):
-    rng = np.random.default_rng(5)
-    values = rng.standard_normal(1000 * width).astype(np.float32)
-    values[::7] = 0.5  # repeated values, so runs of equal dictionary indices
-    values[100:400] = 1.0
-    values[3] = np.nan
-    data = _vectors(pa.FixedSizeListArray.from_arrays(pa.array(values), width), **options)
-    decoded = _decoded(data, width)
-    assert decoded is not None and decoded.shape == (1000, width)
-    assert decoded.tobytes() == values.tobytes()
-
-
-def test_float_vectors_it_leaves_to_pyarrow():
-    values = pa.array(np.arange(40, dtype=np.float32))
-    with_null = pa.array(np.arange(40, dtype=np.float32), mask=np.arange(40) == 5)
-    assert _decoded(_vectors(pa.FixedSizeListArray.from_arrays(with_null, 4)), 4) is None  # a null value
-    null_list = pa.FixedSizeListArray.from_arrays(values, 4, mask=pa.array(np.arange(10) == 2))
-    assert _decoded(_vectors(null_list), 4) is None  # a null list
-    assert _decoded(_vectors(pa.FixedSizeListArray.from_arrays(values, 4)), 5) is None  # another length
-    lists = pa.ListArray.from_arrays(pa.array([0, 4, 7, 12, 16, 20, 24, 28, 32, 36, 40], pa.int32()), values)
-    assert _decoded(_vectors(lists), 4) is None  # lists of other lengths among them
-    doubles = pa.FixedSizeListArray.from_arrays(pa.array(np.arange(40, dtype=np.float64)), 4)
-    assert _decoded(_vectors(doubles), 4) is None
-    v2 = _vectors(pa.FixedSizeListArray.from_arrays(values, 4), data_page_version="2.0")
-    assert _decoded(v2, 4) is None  # version 2 data pages
