@@ -106,6 +106,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = _parser()
+    if argv and argv[0] == "assemble":
+        # assembly multiplies no matrices: without this, importing numpy starts OpenBLAS's thread pool, about
+        # 30-50 ms of a two-core machine's start-up (the helper process's too, which inherits it)
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     if argv and argv[0] in ("generate", "assemble", "redact"):
         # these subcommands live in modules of their own, imported only when used
         module = importlib.import_module(f"exporter.{argv[0]}")
