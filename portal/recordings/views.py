@@ -11,7 +11,6 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
-from django.utils.text import Truncator
 from django.views.decorators.http import require_POST
 
 from portal.access.models import Role
@@ -126,7 +125,7 @@ def recording_rows(rows, recordings_url: str) -> list[str]:
         headset=_label(row.headset__headset_id, row.claimed_headset_id),
         demonstrator=_label(row.demonstrator__designator, row.claimed_demonstrator_id),
         state=state_badge(row),
-        reason=(format_html('<br><small class="error">{}</small>', Truncator(row.reason).chars(140)) if row.reason
+        reason=(format_html('<br><small class="error">{}</small>', display.chars(row.reason, 140)) if row.reason
                 else ""),
         episode="—" if row.episode__episode_index is None else f"episode-{row.episode__episode_index:06d}",
         audio=AUDIO_LABEL(row.audio),

@@ -12,7 +12,6 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.safestring import SafeString
-from django.utils.text import Truncator
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
@@ -91,7 +90,7 @@ def request_rows(rows, study, waiting: set[int], releases_url: str) -> list[str]
             required=str(r.approvals_required or study.approvals_required or ""),
             created=display.minute(r.created_at, ""),
             by="a withdrawal" if r.supersedes_id else str(r.requested_by__username),
-            purpose=Truncator(r.purpose).chars(90),
+            purpose=display.chars(r.purpose, 90),
         ))
     return html
 
@@ -111,7 +110,7 @@ def release_list(request: HttpRequest, study) -> HttpResponse:
         requests_ = requests_.filter(state=state)
     page = list_page(request, requests_.annotate(approval_count=_approval_count()), REQUEST_ORDER,
                      columns=REQUEST_COLUMNS)
-    waiting = set(approval.awaiting_officer(request.user).values_list("pk", flat=True)) \
+    waiting = approval.awaiting_officer_pks(request.user) \
         if ETHICS in request.study_roles else set()
     return render(request, "releases/list.html", {
         "study": study, "page": page, "state": state, "mine": mine, "waiting": waiting,

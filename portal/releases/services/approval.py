@@ -18,6 +18,7 @@ from portal.accounts import services as accounts
 from portal.accounts.services import AccountError
 from portal.audit.services import record
 from portal.core import queue
+from portal.core.fixed_query import in_study, scoped_study_id
 from portal.core.states import lock_fresh
 from portal.releases.exceptions import ApprovalRefused, ReleaseError, SecondFactorNeeded
 from portal.releases.models import Approval, ReleaseRequest
@@ -44,8 +45,25 @@ def second_factor_required(study: Study) -> bool:
 
 def awaiting_officer(user) -> QuerySet[ReleaseRequest]:
     """Requests of the study in scope waiting for ``user``'s approval: not theirs, not approved by them yet."""
-    return (ReleaseRequest.objects.filter(state=State.AWAITING_APPROVAL).exclude(requested_by=user)
-            .exclude(approvals__officer=user))
+    return _awaiting(ReleaseRequest.objects.all(), user)
+
+
+def _awaiting(requests: QuerySet[ReleaseRequest], user) -> QuerySet[ReleaseRequest]:
+    return requests.filter(state=State.AWAITING_APPROVAL).exclude(requested_by=user).exclude(approvals__officer=user)
+
+
+# ``awaiting_officer``'s keys in one study's scope, compiled once per process (``core.fixed_query``): the scoped ORM
+# query with the scope's filter written out, run with the study and the officer (tests compare the SQL).
+_AWAITING_PKS = in_study(lambda study_id, user_id: _awaiting(ReleaseRequest.objects.filter(study_id=study_id),
+                                                             user_id).values_list("pk"), user_id=(1, 2))
+
+
+def awaiting_officer_pks(user) -> set[int]:
+    """The keys of ``awaiting_officer(user)``, read anew on every call (the release requests list marks them)."""
+    study_id = scoped_study_id()
+    if study_id is None:
+        return set(awaiting_officer(user).values_list("pk", flat=True))
+    return {pk for (pk,) in _AWAITING_PKS.rows(study_id=study_id, user_id=user.pk)}
 
 
 def _check_second_factor(user, study: Study, evidence: SecondFactor) -> str:

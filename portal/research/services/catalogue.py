@@ -4,12 +4,11 @@ stand now)."""
 
 from __future__ import annotations
 
-from django.db.models import Exists, Model, OuterRef, Q, QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.shortcuts import get_object_or_404
-from django_scopes import get_scope, scopes_disabled
 
 from exporter.release import MANIFEST, SIGNATURE
-from portal.core.fixed_query import FixedQuery
+from portal.core.fixed_query import in_study, scoped_study_id
 from portal.releases.models import EpisodeTag, Release, ReleaseItem, ReleaseRequest
 from portal.releases.services import gate, redacted
 from portal.research.exceptions import AccessRefused
@@ -91,18 +90,11 @@ def _still_serving_query(requests: QuerySet[ReleaseRequest]) -> QuerySet:
 # The queries of a researcher's browse page whose shape never changes, in one study's scope: compiled once per
 # process and run with the study (``core.fixed_query``), each the scoped ORM query with the scope's filter written
 # out (tests compare their SQL). What they read is read anew on every request.
-def _in_study(build):
-    def query(study_id: int) -> QuerySet:
-        with scopes_disabled():
-            return build(study_id)
-    return FixedQuery(query, study_id=(1, 2))
-
-
-_STILL_SERVING = _in_study(lambda study_id: _still_serving_query(ReleaseRequest.objects.filter(study_id=study_id)))
-_PUBLISHED_TAGS = _in_study(lambda study_id: _tag_menus(
+_STILL_SERVING = in_study(lambda study_id: _still_serving_query(ReleaseRequest.objects.filter(study_id=study_id)))
+_PUBLISHED_TAGS = in_study(lambda study_id: _tag_menus(
     EpisodeTag.objects.filter(study_id=study_id),
     ReleaseItem.objects.filter(study_id=study_id).filter(request__state=RELEASED)))
-_RELEASE_NUMBERS = _in_study(lambda study_id: _release_numbers(ReleaseRequest.objects.filter(study_id=study_id)))
+_RELEASE_NUMBERS = in_study(lambda study_id: _release_numbers(ReleaseRequest.objects.filter(study_id=study_id)))
 
 
 def _tag_menus(tags: QuerySet[EpisodeTag], released: QuerySet[ReleaseItem]) -> QuerySet:
@@ -116,17 +108,8 @@ def _release_numbers(requests: QuerySet[ReleaseRequest]) -> QuerySet:
             .order_by("-number").values_list("number"))
 
 
-def _scoped_study_id() -> int | None:
-    """The study that the active scope narrows every scoped query to, if it is one study; else None."""
-    current = get_scope()
-    study = current.get("study")
-    if not current.get("_enabled", True) or study is None or isinstance(study, list | tuple):
-        return None
-    return study.pk if isinstance(study, Model) else study
-
-
 def _still_serving() -> list[int]:
-    study_id = _scoped_study_id()
+    study_id = scoped_study_id()
     rows = (_STILL_SERVING.rows(study_id=study_id) if study_id is not None
             else _still_serving_query(ReleaseRequest.objects.all()))
     return [pk for (pk,) in rows]
@@ -138,7 +121,7 @@ def browse_menus() -> tuple[QuerySet[ReleaseItem], dict[str, list[str]], list[in
     first."""
     still_serving = _still_serving()
     released = _released_items(still_serving)
-    study_id = _scoped_study_id()
+    study_id = scoped_study_id()
     if study_id is None:
         tags, numbers = _tag_menus(EpisodeTag.objects.all(), released), _release_numbers(ReleaseRequest.objects.all())
     else:

@@ -9,6 +9,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 
+from exporter.layout import episode_folder
 from exporter.release import MANIFEST, SIGNATURE
 from portal.access.models import Role
 from portal.access.permissions import study_view
@@ -43,30 +44,45 @@ def browse_rows(filters: BrowseFilter, released=None):
         "episode__recording__demonstrator__designator"))
 
 
-def browse_cells(items, released_url: str) -> list[dict[str, object]]:
-    """The browse page's cells, made once per row in Python (``core.display``): a release's page is
-    ``released_url`` plus its number, an episode's that plus ``episodes/<index>/`` (urls.py)."""
-    rows = []
-    for item in items:
-        number, index, recording = item.request.number, item.episode_index, item.episode.recording
-        rows.append({
-            "index": str(index), "key": f"{number}:{index}", "id": f"item-{number}-{index}",
-            "release_url": f"{released_url}{number}/", "release_id": item.request.release_id,
-            "folder": item.folder, "capture": recording.capture_id,
-            "recorded": display.minute(recording.recorded_at, ""),
-            "demonstrator": str(recording.demonstrator) if recording.demonstrator else "—",
-            "length": str(item.episode.length), "episode_url": f"{released_url}{number}/episodes/{index}/",
-        })
-    return rows
+# One row of the browse table (the text the template's loop printed for it, escaped as it escaped).
+BROWSE_ROW = """
+      <tr data-episode="{index}">
+        <td><input type="checkbox" name="items" value="{number}:{index}" id="item-{number}-{index}"></td>
+        <td class="ident"><a href="{url}{number}/">release-{release}</a></td>
+        <td class="ident"><label for="item-{number}-{index}">{folder}</label></td>
+        <td class="ident long">{capture}</td>
+        <td class="ident">{recorded}</td>
+        <td class="ident long">{demonstrator}</td>
+        <td>{length}</td>
+        <td><a href="{url}{number}/episodes/{index}/">view</a></td>
+      </tr>
+      """
+BROWSE_COLUMNS = ("request_id", "episode_index", "request__number", "episode__length",
+                  "episode__recording__recorded_at", "episode__recording__capture_id",
+                  "episode__recording__demonstrator__designator")
+
+
+def browse_html(rows, released_url: str) -> list[str]:
+    """The browse page's rows as HTML, made once per row in Python (``core.display``) from named rows of
+    ``BROWSE_COLUMNS``: a release's page is ``released_url`` plus its number, an episode's that plus
+    ``episodes/<index>/`` (urls.py)."""
+    return [display.row_html(
+        BROWSE_ROW, index=str(row.episode_index), number=str(row.request__number), url=released_url,
+        release=f"{row.request__number:04d}", folder=episode_folder(row.episode_index),
+        capture=row.episode__recording__capture_id,
+        recorded=display.minute(row.episode__recording__recorded_at, ""),
+        demonstrator=row.episode__recording__demonstrator__designator or "\N{EM DASH}",
+        length=str(row.episode__length),
+    ) for row in rows]
 
 
 @study_view(RESEARCHER)
 def browse(request: HttpRequest, study) -> HttpResponse:
     filters = BrowseFilter(request.GET)
-    page = list_page(request, browse_rows(filters, filters.released), ITEM_ORDER)
+    page = list_page(request, browse_rows(filters, filters.released), ITEM_ORDER, columns=BROWSE_COLUMNS)
     return render(request, "research/browse.html", {
         "study": study, "filters": filters, "page": page,
-        "rows": browse_cells(page.rows, reverse("research-browse", args=[study.code])),
+        "rows": browse_html(page.rows, reverse("research-browse", args=[study.code])),
         "access_problem": access.access_problem(request.user, study),
     })
 

@@ -28,3 +28,14 @@ def test_row_html_escapes_as_format_html_does():
     html = row_html(template, **values)
     assert html == format_html(template, **values) and isinstance(html, SafeString)
     assert "&lt;c&gt;&quot;d&#x27;" in html and "<b>kept</b>" in html
+
+
+@pytest.mark.parametrize("text", ["", "short", "x" * 89, "x" * 90, "x" * 91, "y" * 300, "e\u0301" * 60,
+                                  "e\u0301" * 100, "\u00e9" * 95, "a & <b> " * 20, 12345])
+@pytest.mark.parametrize("length", [0, 1, 17, 90, 140])
+def test_chars_is_truncators(text, length):
+    """``display.chars`` gives what ``Truncator(text).chars(length)`` gives (``truncatechars``): cut or not, with
+    combining characters (which do not count) and text that is not in NFC."""
+    from django.utils.text import Truncator
+
+    assert display.chars(text, length) == Truncator(text).chars(length)

@@ -12,7 +12,7 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 from django.utils import timezone
 from django_otp.oath import totp
-from django_scopes import scope
+from django_scopes import scope, scopes_disabled
 
 from portal.accounts.services import provision_second_factor
 from portal.audit.models import AuditEvent
@@ -144,3 +144,32 @@ def test_nothing_is_approved_by_time_alone(team, verified, make_request):
         ReleaseRequest.objects.filter(pk=request.pk).update(submitted_at=timezone.now() - timedelta(days=365))
     assert not [name for name in app.conf.beat_schedule.values() if name["task"].startswith("releases.")]
     assert load(request).state == State.AWAITING_APPROVAL
+
+
+def test_the_requests_awaiting_an_officer_send_the_scoped_orms_sql_and_read_anew(team, verified, make_request):
+    """``awaiting_officer_pks`` (the release requests list's marks) runs the scoped ORM query of
+    ``awaiting_officer``, compiled once per process: the same SQL, and what it reads changes with every approval."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from portal.releases.services import approval
+
+    mine = make_request(verified(1), by=team.both)  # the officer's own request never waits for them
+    theirs, other = make_request(verified(1)), make_request(verified(1))
+
+    def sent(read):
+        with CaptureQueriesContext(connection) as captured:
+            rows = read()
+        return [query["sql"] for query in captured.captured_queries], rows
+
+    with scope(study=team.study):
+        for officer in (team.both, team.ethics2):
+            compiled = sent(lambda officer=officer: approval.awaiting_officer_pks(officer))
+            orm = sent(lambda officer=officer: set(approval.awaiting_officer(officer).values_list("pk", flat=True)))
+            assert compiled == orm
+        assert approval.awaiting_officer_pks(team.both) == {theirs.pk, other.pk}
+        assert approval.awaiting_officer_pks(team.ethics2) == {mine.pk, theirs.pk, other.pk}
+        approve(team.both, load(theirs), manifest_sha256=theirs.manifest_sha256)
+        assert approval.awaiting_officer_pks(team.both) == {other.pk}
+    with scopes_disabled():  # outside one study's scope: the ORM's query
+        assert approval.awaiting_officer_pks(team.both) == {other.pk}
