@@ -215,8 +215,11 @@ class Clip:
     source: str | None
     size: int | None
     truth: tuple[tuple[float, float, float, float] | None, ...]
-    covered: tuple[float, ...]  # the share of the face box that the hand covers, per frame
+    covered: tuple[float, ...]  # the share of the face box that the hand's square covers, per frame
     render: Callable[[], Iterator[np.ndarray]]
+    # the share of the face's pixels inside its box that the hand leaves in view, per frame (its opaque blob,
+    # not its square: the fingers leave gaps); 1.0 for face-free frames
+    visible: tuple[float, ...] = ()
 
     def frames(self) -> Iterator[np.ndarray]:
         return self.render()
@@ -263,10 +266,12 @@ def make_clip(
             hand_step = hand_step * 0.5
     truth: list[tuple[float, float, float, float] | None] = []
     covered: list[float] = []
+    in_view: list[float] = []
     for i in range(length):
         if patch is None:
             truth.append(None)
             covered.append(0.0)
+            in_view.append(1.0)
             continue
         fx, fy = face_start + face_step * i
         x0, y0, x1, y1 = patch.box
@@ -281,6 +286,7 @@ def make_clip(
         ix = max(0.0, min(hb[2], box[2]) - max(hb[0], box[0]))
         iy = max(0.0, min(hb[3], box[3]) - max(hb[1], box[1]))
         covered.append(min(1.0, ix * iy / area))
+        in_view.append(_visible_share(patch, face_start + face_step * i, hand_alpha, hand_start + hand_step * i))
 
     def render() -> Iterator[np.ndarray]:
         for i in range(length):
@@ -303,8 +309,31 @@ def make_clip(
         size=None if patch is None else patch.size,
         truth=tuple(truth),
         covered=tuple(covered),
+        visible=tuple(in_view),
         render=render,
     )
+
+
+def _visible_share(patch: FacePatch, face_at: np.ndarray, hand_alpha: np.ndarray, hand_at: np.ndarray) -> float:
+    """The share of the face's pixels (its alpha, inside its box) that the hand pasted over it leaves in view,
+    at the whole-pixel positions render() pastes them at."""
+    fx, fy = face_at.round().astype(int)
+    hx, hy = hand_at.round().astype(int)
+    bx0, by0, bx1, by1 = (math.floor(v) for v in patch.box)
+    bx0, by0 = max(0, bx0), max(0, by0)
+    bx1, by1 = min(patch.alpha.shape[1], bx1 + 1), min(patch.alpha.shape[0], by1 + 1)
+    face = patch.alpha[by0:by1, bx0:bx1]
+    total = float(face.sum())
+    if total <= 0:
+        return 1.0
+    hand = np.zeros_like(face)
+    # the face box's pixels in the hand's coordinates
+    x0, y0 = fx + bx0 - hx, fy + by0 - hy
+    sx0, sy0 = max(0, x0), max(0, y0)
+    sx1, sy1 = min(hand_alpha.shape[1], x0 + face.shape[1]), min(hand_alpha.shape[0], y0 + face.shape[0])
+    if sx1 > sx0 and sy1 > sy0:
+        hand[sy0 - y0 : sy1 - y0, sx0 - x0 : sx1 - x0] = hand_alpha[sy0:sy1, sx0:sx1]
+    return float((face * (1.0 - hand)).sum() / total)
 
 
 @dataclass(frozen=True)

@@ -50,3 +50,25 @@ def test_a_long_clip_with_a_face_keeps_its_frames_whole():
     clip = testset.make_clip(3, width=160, height=96, length=90, band=(24, 40), source=testset.CAMERAMAN)
     assert {frame.shape for frame in clip.frames()} == {(96, 160, 3)}
     assert len(clip.truth) == len(clip.covered) == 90
+
+
+def test_visible_is_the_share_of_the_face_the_hand_leaves_in_view():
+    # Seed 9022: the hand's square covers the whole face box on every frame, but the face shows between the
+    # fingers (12-24 % of its pixels); seed 9021: the square covers it on the first frames while most of the face
+    # is beside the palm; seed 5022: the hand never comes near the face.
+    hidden = testset.make_clip(9022, length=16, band=testset.SIZE_BANDS[2])
+    assert all(c == 1.0 for c in hidden.covered)
+    assert all(0.1 < v < 0.25 for v in hidden.visible)
+    beside = testset.make_clip(9021, length=16, band=testset.SIZE_BANDS[1])
+    assert beside.covered[0] == 1.0 and 0.6 < beside.visible[0] < 0.8
+    assert beside.visible[-1] == 1.0
+    clear = testset.make_clip(5022, length=16, band=testset.SIZE_BANDS[2])
+    assert clear.visible == (1.0,) * 16 and max(clear.covered) == 0.0
+    free = testset.make_clip(5023, length=4)
+    assert free.visible == (1.0,) * 4 and free.truth == (None,) * 4
+    # the pixels agree: where the face is hidden, its box in the rendered frame is mostly the hand's skin colour
+    frame = next(iter(hidden.frames()))
+    x0, y0, x1, y1 = (round(v) for v in hidden.truth[0])
+    box = frame[y0:y1, x0:x1].reshape(-1, 3).astype(int)
+    skin = (box[:, 0] > box[:, 2] + 30) & (box[:, 0] > box[:, 1] + 15)
+    assert skin.mean() > 0.6
