@@ -13,8 +13,15 @@
   let faces = null, fps = 30;
   const byFrame = new Map();
 
+  // A seek asked before the video's metadata is in (a page just loaded, on a slow connection or a busy machine)
+  // is made once it is: a time set earlier is not always kept by the browser, and the viewer would stay at 0.
   const seek = function (frame) {
-    if (video) { video.pause(); video.currentTime = (frame + 0.5) / fps; video.scrollIntoView({block: "nearest"}); }
+    if (!video) { return; }
+    video.pause();
+    const go = function () { video.currentTime = (frame + 0.5) / fps; };
+    if (video.readyState >= HTMLMediaElement.HAVE_METADATA) { go(); }
+    else { video.addEventListener("loadedmetadata", go, {once: true}); }
+    video.scrollIntoView({block: "nearest"});
   };
   section.querySelectorAll(".faces-seek").forEach(function (button) {
     button.addEventListener("click", function () { seek(parseInt(button.dataset.frame, 10)); });
