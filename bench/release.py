@@ -1,6 +1,6 @@
 """Release benchmark (prints figures; not a test).
 
-    eval "$(bash infra/swift/start.sh)"        # the S3 gateway; or any S3 through the CERES_S3_* variables
+    set -a; eval "$(bash infra/swift/start.sh)"; set +a   # the S3 gateway, its CERES_S3_* variables exported
     .venv/bin/pip install awscli                # the baseline's `aws` command (a benchmark-only dependency)
     .venv/bin/python bench/release.py [--episodes 8] [--seconds 60] [--size 640x360] [--repeat 3]
                                       [--threads 8]
@@ -44,7 +44,7 @@ sys.path.insert(0, str(REPO))
 def _environment(scratch: Path, threads: int, bucket_prefix: str) -> dict[str, str]:
     """The portal's settings for this run: its own data folder (SQLite, the filesystem broker) and new buckets."""
     if not os.environ.get("CERES_S3_ENDPOINT_URL"):
-        raise SystemExit('set the CERES_S3_* variables: eval "$(bash infra/swift/start.sh)"')
+        raise SystemExit('export the CERES_S3_* variables: set -a; eval "$(bash infra/swift/start.sh)"; set +a')
     run = uuid.uuid4().hex[:8]
     env = {"CERES_DATA_DIR": str(scratch / "data"), "CERES_STORAGE": "s3", "CERES_RELEASE_THREADS": str(threads),
            "DJANGO_SETTINGS_MODULE": "portal.settings"}
