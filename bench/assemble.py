@@ -11,6 +11,10 @@ in alternating paired runs:
 - the floor: ``cp -r`` of the shard folders, then ``sha256sum`` of every copied file (a copy and one
   hash of every byte: what verifying and laying over the shards cannot avoid).
 
+Before each timed run the page cache's dirty pages are written out (``os.sync``, not timed), so neither side pays
+for writing back what the run before it wrote. The assembly is timed from its start to its end by the small
+process that reads its peak RSS (that process's own start-up is not counted).
+
 Shards already exported in ``--work`` by an earlier run with the same arguments are reused. For a
 thousand shards: ``--shards 1000 --seconds 2 2 --size 160x120``.
 """
@@ -18,6 +22,7 @@ thousand shards: ``--shards 1000 --seconds 2 2 --size 160x120``.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import subprocess
@@ -60,25 +65,33 @@ def shards(work: Path, count: int, seconds: tuple[float, float], size: tuple[int
 
 
 # Peak RSS is read by a small intermediate process: a child's maxrss also counts the memory of the
-# process it was forked from (up to its exec).
+# process it was forked from (up to its exec). The intermediate also times the child, from just before it is
+# started to its end, so that the intermediate's own start-up (a Python interpreter) is not counted.
 MEASURE = (
-    "import os, subprocess, sys; p = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL); "
-    "_, s, u = os.wait4(p.pid, 0); print(u.ru_maxrss, file=sys.stderr); sys.exit(os.waitstatus_to_exitcode(s))"
+    "import os, subprocess, sys, time; t = time.perf_counter(); "
+    "p = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL); _, s, u = os.wait4(p.pid, 0); "
+    "print(time.perf_counter() - t, u.ru_maxrss, file=sys.stderr); sys.exit(os.waitstatus_to_exitcode(s))"
 )
 
 
 def child(command: list[str]) -> tuple[float, float]:
     """Wall seconds and peak RSS (MiB) of a child process."""
-    start = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", MEASURE, *command], capture_output=True, text=True, cwd=ROOT)
-    seconds = time.perf_counter() - start
     if done.returncode:
         raise SystemExit(f"{command[:4]} failed: {done.stderr}")
-    return seconds, int(done.stderr.strip().splitlines()[-1]) / 1024
+    seconds, rss = done.stderr.strip().splitlines()[-1].split()
+    return float(seconds), int(rss) / 1024
+
+
+def settle() -> None:
+    """Before each timed run: the files the runs before wrote go to the disk first (not timed), so that neither side
+    is timed while the kernel writes back the other's output."""
+    os.sync()
 
 
 def assemble(paths: list[Path], out: Path) -> tuple[float, float]:
     shutil.rmtree(out, ignore_errors=True)
+    settle()
     return child([sys.executable, "-m", "exporter", "assemble", str(out), *map(str, paths), "--order", "given"])
 
 
@@ -86,6 +99,7 @@ def floor(paths: list[Path], out: Path) -> tuple[float, float]:
     """cp -r of the shards, then sha256sum of every copied file: seconds of each."""
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
+    settle()
     start = time.perf_counter()
     subprocess.run(["cp", "-r", *map(str, [p.parent for p in paths]), str(out)], check=True)
     copied = time.perf_counter() - start
