@@ -51,7 +51,10 @@ def calibration_inputs() -> Iterator[np.ndarray]:
                 yield np.ascontiguousarray(scaled.transpose(2, 0, 1)[None], dtype=np.float32)
             if truth is not None:
                 box = np.array([truth], np.float32)
-                crops, _inside = detector.verify_crops(rgb, box, detector.VERIFY_INPUT, detector.VERIFY_BOX)
+                # the first verification scale only: the shipped ranges were measured so, before the second
+                # scale existed; the second scale's crops run with them, and recall was measured that way
+                box_px, side = detector.VERIFY_SCALES[0]
+                crops, _inside = detector.verify_crops(rgb, box, side, box_px)
                 yield np.ascontiguousarray(crops.transpose(0, 3, 1, 2), dtype=np.float32)
 
 

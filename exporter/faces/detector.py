@@ -510,21 +510,19 @@ def replay_stride(
 
 
 # Verification (verify_boxes): each candidate box is looked at again by the same network, in a square crop of
-# the full-resolution frame around it, scaled so that the box is VERIFY_BOX px tall in a VERIFY_INPUT px input
-# (the crop spans VERIFY_INPUT / VERIFY_BOX times the box); its verification score at that scale is the best
-# score the network gives there to a box overlapping it by VERIFY_IOU or more (0 when none reaches VERIFY_FLOOR).
-# verify_candidates looks at each box at every (box, input) scale of VERIFY_SCALES and keeps the best score: a
-# soft face (out of focus, moving, or small and scaled up by the camera's optics) that the 96 px view finds
-# blurred looks sharper at 64 px (docs/privacy.md, "A second verification crop").
-VERIFY_INPUT = 256
-VERIFY_BOX = 96
-VERIFY_SCALES = ((VERIFY_BOX, VERIFY_INPUT), (64, 192))
+# the full-resolution frame around it, scaled so that the box is ``box_px`` tall in a ``side`` px input (the crop
+# spans side / box_px times the box); its verification score at that scale is the best score the network gives
+# there to a box overlapping it by VERIFY_IOU or more (0 when none reaches VERIFY_FLOOR). verify_candidates looks
+# at each box at every (box_px, side) scale of VERIFY_SCALES and keeps the best score: a soft face (out of focus,
+# moving, or small and scaled up by the camera's optics) that the 96 px view finds blurred looks sharper at 64 px
+# (docs/privacy.md, "A second verification crop").
+VERIFY_SCALES = ((96, 256), (64, 192))
 VERIFY_IOU = 0.3
 VERIFY_FLOOR = 0.05
 
 
 def verify_crops(
-    rgb: np.ndarray, boxes: np.ndarray, side: int = VERIFY_INPUT, box_px: int = VERIFY_BOX
+    rgb: np.ndarray, boxes: np.ndarray, side: int, box_px: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """For each box (x0, y0, x1, y1 in the RGB frame's pixels): the (side, side, 3) crop around it, scaled so
     that the box is ``box_px`` tall (the part outside the frame black), and the box in the crop's pixels."""
@@ -549,8 +547,7 @@ def verify_crops(
     return crops, inside
 
 
-def verify_boxes(session, rgb: np.ndarray, boxes: np.ndarray, side: int = VERIFY_INPUT,
-                 box_px: int = VERIFY_BOX) -> np.ndarray:
+def verify_boxes(session, rgb: np.ndarray, boxes: np.ndarray, side: int, box_px: int) -> np.ndarray:
     """The verification score of each box of an RGB frame (full resolution): the network run once on the batch
     of crops that verify_crops makes, each crop's best box overlapping the candidate by VERIFY_IOU."""
     out = np.zeros(len(boxes), np.float32)
