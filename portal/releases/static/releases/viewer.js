@@ -49,7 +49,10 @@
       playing: function () { return video ? !video.paused && !video.ended : ownPlaying; },
       seek: function (seconds) {
         const t = Math.max(0, Math.min(lastFrame / fps, seconds));
-        if (video) { video.currentTime = t + 0.5 / fps; } else { ownTime = t; }
+        // before the video's metadata is in, the time is set once it is (as faces.js's seek does)
+        if (!video) { ownTime = t; }
+        else if (video.readyState >= HTMLMediaElement.HAVE_METADATA) { video.currentTime = t + 0.5 / fps; }
+        else { video.addEventListener("loadedmetadata", function () { video.currentTime = t + 0.5 / fps; }, {once: true}); }
         update();
       },
       toggle: function () {
