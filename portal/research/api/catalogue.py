@@ -98,6 +98,14 @@ class ReleasedEpisodeSerializer(serializers.ModelSerializer):
                   "receipt_sha256"]
 
 
+# What ReleasedEpisodeSerializer reads (a release id is made from its number), and the keyset's columns.
+RELEASED_EPISODE_COLUMNS = (
+    "episode_index", "receipt_sha256", "request__number", "episode__length",
+    "episode__recording__capture_id", "episode__recording__recorded_at",
+    "episode__recording__demonstrator__designator",
+)
+
+
 @extend_schema_view(list=extend_schema(parameters=[
     OpenApiParameter("task", str), OpenApiParameter("outcome", str), OpenApiParameter("designator", str),
     OpenApiParameter("recorded_from", OpenApiTypes.DATE), OpenApiParameter("recorded_to", OpenApiTypes.DATE),
@@ -115,4 +123,7 @@ class ReleasedEpisodeViewSet(StudyScopedAPIMixin, mixins.ListModelMixin, viewset
         filters = BrowseFilter(self.request.query_params)
         if not filters.is_valid():
             raise ValidationError(filters.errors)
-        return filters.apply(catalogue.released_items().select_related("request", "episode__recording__demonstrator"))
+        # only the columns the serializer reads (and the keyset's): the rows' JSON and other columns are not decoded
+        return filters.apply(catalogue.released_items()).select_related(
+            "request", "episode__recording__demonstrator"
+        ).only(*RELEASED_EPISODE_COLUMNS)

@@ -80,3 +80,31 @@ def test_the_schema_describes_every_research_endpoint():
                  "/api/studies/{study_code}/datasets/", "/api/studies/{study_code}/datasets/{number}/links/",
                  "/api/studies/{study_code}/links/"):
         assert path in paths, path
+
+
+def test_released_episodes_are_listed_from_the_columns_they_show(client, reg, released, researcher):
+    """Each row carries the release, the episode and its recording as stored; the query reads only the columns shown
+    (not the items' file lists, the requests' purposes or the recordings' source files)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    client.force_login(researcher)
+    with CaptureQueriesContext(connection) as queries:
+        listed = client.get(f"/api/studies/{reg.study.code}/released-episodes/").json()["results"]
+    with scope(study=reg.study):
+        items = {i.episode_index: i for i in released.items.select_related("episode__recording__demonstrator")}
+    assert sorted(row["episode_index"] for row in listed) == sorted(items) == [0, 1, 2]
+    for row in listed:
+        item = items[row["episode_index"]]
+        recording = item.episode.recording
+        assert row == {
+            "release": released.number, "release_id": released.release_id, "episode_index": item.episode_index,
+            "episode_id": recording.capture_id, "recorded_at": row["recorded_at"], "length": item.episode.length,
+            "designator": recording.demonstrator.designator, "receipt_sha256": item.receipt_sha256,
+        }
+        assert row["recorded_at"] and row["recorded_at"][:19] == recording.recorded_at.isoformat()[:19]
+    page = next(q["sql"] for q in queries.captured_queries if 'FROM "releases_releaseitem"' in q["sql"]
+                and '"releases_releaseitem"."receipt_sha256"' in q["sql"])
+    for unused in ('"releases_releaseitem"."files"', '"releases_releaserequest"."purpose"',
+                   '"recordings_recording"."source_files"'):
+        assert unused not in page
