@@ -82,15 +82,23 @@ def test_the_schema_describes_every_research_endpoint():
         assert path in paths, path
 
 
-def test_released_episodes_are_listed_from_the_columns_they_show(client, reg, released, researcher):
-    """Each row carries the release, the episode and its recording as stored; the query reads only the columns shown
-    (not the items' file lists, the requests' purposes or the recordings' source files)."""
+def test_released_episodes_are_listed_from_the_columns_they_show(client, reg, released, researcher, settings):
+    """Each row carries the release, the episode and its recording as stored, page after page in the keyset's order
+    and with no query of its own; the page's query reads only the columns shown (not the items' file lists, the
+    requests' purposes or the recordings' source files)."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "PAGE_SIZE": 2}
     client.force_login(researcher)
     with CaptureQueriesContext(connection) as queries:
-        listed = client.get(f"/api/studies/{reg.study.code}/released-episodes/").json()["results"]
+        first = client.get(f"/api/studies/{reg.study.code}/released-episodes/").json()
+    with CaptureQueriesContext(connection) as second_queries:
+        second = client.get(first["next"]).json()
+    assert (len(first["results"]), len(second["results"]), second["next"]) == (2, 1, None)
+    assert len(second_queries.captured_queries) == len(queries.captured_queries)  # no query a row
+    listed = first["results"] + second["results"]
+    assert [row["episode_index"] for row in listed] == [2, 1, 0]
     with scope(study=reg.study):
         items = {i.episode_index: i for i in released.items.select_related("episode__recording__demonstrator")}
     assert sorted(row["episode_index"] for row in listed) == sorted(items) == [0, 1, 2]
