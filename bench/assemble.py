@@ -77,10 +77,14 @@ MEASURE = (
 )
 
 
+# The assembly runs as on a user's machine: bytecode written once and read after (this variable forbids writing it).
+CHILD_ENV = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
+
+
 def child(command: list[str]) -> tuple[float, float]:
     """Wall seconds and peak RSS (MiB) of a child process."""
-    env = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
-    done = subprocess.run([sys.executable, "-c", MEASURE, *command], capture_output=True, text=True, cwd=ROOT, env=env)
+    done = subprocess.run([sys.executable, "-c", MEASURE, *command], capture_output=True, text=True, cwd=ROOT,
+                          env=CHILD_ENV)
     if done.returncode:
         raise SystemExit(f"{command[:4]} failed: {done.stderr}")
     seconds, rss = done.stderr.strip().splitlines()[-1].split()
