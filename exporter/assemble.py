@@ -46,6 +46,7 @@ import pyarrow.parquet as pq
 
 from exporter.arrow import from_values, to_numpy
 from exporter.errors import AssemblyError
+from exporter.features import dictionary_columns
 from exporter.jsonfile import write_json
 from exporter.modes import publish_modes
 from exporter.parquet_columns import replace_column_parts
@@ -886,7 +887,8 @@ def _write_data(source: bytes, target: Path, shard: _Shard, stats: _DatasetStats
     frame_index = to_numpy(frame_index.column("frame_index").combine_chunks())
     first_row = shard.episode["dataset_from_index"]
     columns = _new_columns(data, shard, frame_index)
-    parts: list[Any] | None = replace_column_parts(source, columns, schema=schema)
+    parts: list[Any] | None = replace_column_parts(source, columns, schema=schema,
+                                                   use_dictionary=dictionary_columns(list(columns)))
     if parts is None:
         parts = [_rewrite_data(data, columns)]
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -929,11 +931,9 @@ def _write_long_data(source: Path, target: Path, shard: _Shard, stats: _DatasetS
 def _rewrite_data(data: pq.ParquetFile, columns: dict[str, pa.Array], out: Any = None) -> bytes:
     """The whole data file written again with ``columns`` replaced, a row group at a time (to ``out``, a
     binary file, or returned)."""
-    # float vectors rarely repeat: skipping the dictionary attempt halves the time to encode them
-    plain = {"observation.state", "action"}
-    dictionary = [name for name in data.schema_arrow.names if name not in plain]
     sink = pa.BufferOutputStream() if out is None else out
     first = 0
+    dictionary = dictionary_columns(data.schema_arrow.names)
     with pq.ParquetWriter(sink, data.schema_arrow, use_dictionary=dictionary) as writer:
         for group in range(data.num_row_groups):
             table = data.read_row_group(group)

@@ -57,6 +57,17 @@ DATA_FEATURES: dict[str, tuple[str, list[int], list[str] | None]] = {
     "ceres.source_gap": ("bool", [1], None),
 }
 
+# The data parquet's columns written with dictionary encoding: those whose values repeat within an episode.
+# The others (float vectors, times, running indices) hardly repeat: the writer would build each row group's
+# dictionary, find it no smaller than the values and fall back, at about half the time it takes to encode
+# them, for a slightly larger file (issue 26: 0.99 s and 95.0 MB against 0.49 s and 90.6 MB for an hour).
+DICTIONARY_COLUMNS = ("episode_index", "task_index")
+
+
+def dictionary_columns(names: list[str]) -> list[str]:
+    """The columns among ``names`` that a data parquet writer encodes with a dictionary."""
+    return [name for name in names if name in DICTIONARY_COLUMNS]
+
 
 def video_key(camera: str) -> str:
     return f"observation.images.{camera}"

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 
 from exporter.arrow import from_values, numpy_array
 from exporter.errors import ShardExistsError, SourceError
-from exporter.features import STATE_DIM, feature_table, video_key
+from exporter.features import STATE_DIM, dictionary_columns, feature_table, video_key
 from exporter.jsonfile import json_bytes
 from exporter.layout import episode_folder
 from exporter.modes import publish_modes
@@ -113,7 +113,7 @@ def _write_data(
                 states.write(start, state)
                 table = _data_table(rows, state, start, fps, episode_index, from_index)
                 if writer is None:
-                    writer = pq.ParquetWriter(path, table.schema)
+                    writer = pq.ParquetWriter(path, table.schema, use_dictionary=dictionary_columns(table.schema.names))
                 writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
                 del state, table
                 pa.default_memory_pool().release_unused()

@@ -227,3 +227,30 @@ def test_statistics_taken_beside_the_laying_over_are_those_taken_after_it(apart:
     after = assemble_dataset(tmp_path / "after", apart, order="given")
     assert beside.episodes == after.episodes
     assert _without_dates(tmp_path / "beside") == _without_dates(tmp_path / "after")
+
+
+def _dictionary_encoded(path: Path) -> set[str]:
+    """The columns with a dictionary page in some row group (each column here is one parquet leaf)."""
+    data = pq.ParquetFile(path)
+    names = data.schema_arrow.names
+    assert data.metadata.num_columns == len(names)
+    return {
+        names[j]
+        for i in range(data.metadata.num_row_groups)
+        for j in range(len(names))
+        if data.metadata.row_group(i).column(j).has_dictionary_page
+    }
+
+
+@pytest.mark.parametrize("splice", [True, False], ids=["spliced", "rewritten"])
+def test_only_columns_that_repeat_are_dictionary_encoded(apart: list[Path], tmp_path: Path, monkeypatch, splice: bool):
+    """Float vectors, times and running indices hardly repeat: exported and assembled data files write them
+    plain, and episode_index and task_index with a dictionary."""
+    if not splice:  # the assembler's fallback: the whole data file written again
+        monkeypatch.setattr("exporter.assemble.replace_column_parts", lambda *args, **kwargs: None)
+    for shard in apart:
+        assert _dictionary_encoded(shard / "data/chunk-000/file-000.parquet") == {"episode_index", "task_index"}
+    assemble_dataset(tmp_path / "dataset", [apart[1], apart[0]])
+    for position in range(2):
+        path = tmp_path / f"dataset/data/chunk-000/file-{position:03d}.parquet"
+        assert _dictionary_encoded(path) == {"episode_index", "task_index"}
