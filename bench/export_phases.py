@@ -4,8 +4,11 @@
 
 Exports the capture in this process (as ``python -m exporter export`` does) with each phase wrapped by a
 timer: wall seconds and CPU seconds of this process and its finished children (the journal's second
-decoding process) while the phase ran. The video runs on a thread beside the data table, so the CPU of
-overlapping phases is counted in each of them; the journal, probe and receipt run alone. A capture made
+decoding process) while the phase ran. The video runs beside the data table: on a thread for a short
+camera file, whose CPU is then counted in both phases, and in a forked process for a long one, whose
+phases this process does not see (the time the data table's end waited for it is printed). The camera's
+probe runs beside the journal, in a forked process too for a long camera file (the time the journal's end
+waited for it is added to the same line); the receipt runs alone. A capture made
 by ``bench/export.py --work DIR`` (``DIR/aligned``, or ``DIR/aligned-x6`` for an hour tiled from ten
 minutes) can be given.
 """
@@ -21,6 +24,7 @@ from pathlib import Path
 started = time.perf_counter()
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import exporter.forked as forked  # noqa: E402
 import exporter.shard as shard  # noqa: E402
 import exporter.source as source  # noqa: E402
 import exporter.video as video  # noqa: E402
@@ -40,6 +44,7 @@ PHASES = [
     (shard, "_write_data", "data parquet and statistics"),
     (shard, "export_video", "video remux or encode (thread)"),
     (shard, "video_stats", "video statistics (thread)"),
+    (forked.Job, "result", "waits for forked work (probe, video)"),
     (shard, "write_receipt", "receipt"),
 ]
 

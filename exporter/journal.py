@@ -17,14 +17,11 @@ equal once trimmed, or equal as parsed Python values). The error reported is the
 line, as if the journal had been read line by line.
 """
 
-import contextlib
 import gc
 import itertools
 import json
 import math
 import os
-import pickle
-import signal
 import tempfile
 from array import array
 from collections.abc import Callable
@@ -36,6 +33,7 @@ import numpy as np
 import orjson
 import simdjson
 
+from exporter import forked
 from exporter.errors import SourceError
 from exporter.features import (
     HAND_VALUES,
@@ -547,7 +545,7 @@ def parse_journal(stream: IO[bytes], rate_hz: int, reopen: Callable[[], IO[bytes
 
 def _split(stream: IO[bytes], size: int) -> list[tuple[int, int]]:
     """Byte ranges to decode, cut after a newline: two when the journal is long and two cores exist."""
-    if size < PARALLEL_BYTES or (os.cpu_count() or 1) < 2 or not hasattr(os, "fork"):
+    if size < PARALLEL_BYTES or not forked.usable():
         return [(0, size)]
     stream.seek(size // 2)
     stream.readline()
@@ -562,14 +560,14 @@ def _decode_ranges(
     A process that fails (killed, out of memory) has its range decoded here instead."""
     size = ranges[-1][1]
     scratches = [tempfile.TemporaryFile(prefix="ceres-states-") for _ in ranges]  # noqa: SIM115 - closed by the store
-    children: list[tuple[int, int] | None] = []
+    children: list[forked.Child] = []
     try:
         for scratch, (start, stop) in zip(scratches[1:], ranges[1:], strict=True):
             children.append(_fork_decoder(reopen, scratch.fileno(), start, stop, ends_journal=stop == size))
         start, stop = ranges[0]
         parts = [_PartDecoder(scratches[0].fileno(), start, ends_journal=stop == size).decode(stream, stop)]
         for i, (start, stop) in enumerate(ranges[1:], start=1):
-            part, children[i - 1] = _join(children[i - 1]), None
+            part = children[i - 1].join()
             if part is None:
                 fd = scratches[i].fileno()
                 os.ftruncate(fd, 0)
@@ -579,8 +577,7 @@ def _decode_ranges(
             parts.append(part)
     except BaseException:
         for child in children:
-            if child is not None:
-                _stop(child)
+            child.stop()
         for scratch in scratches:
             scratch.close()
         raise
@@ -591,43 +588,14 @@ def _decode_ranges(
 
 def _fork_decoder(
     reopen: Callable[[], IO[bytes]], scratch_fd: int, start: int, stop: int, *, ends_journal: bool
-) -> tuple[int, int]:
-    """Decode a byte range in a forked process; returns its pid and the pipe its result comes through."""
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: decode, send the pickled part, leave without running the parent's exit code
-        status = 1
-        try:
-            os.close(read_end)
-            with reopen() as stream:
-                part = _PartDecoder(scratch_fd, start, ends_journal=ends_journal).decode(stream, stop)
-            with os.fdopen(write_end, "wb") as out:
-                out.write(pickle.dumps(part, protocol=pickle.HIGHEST_PROTOCOL))
-            status = 0
-        finally:
-            os._exit(status)
-    os.close(write_end)
-    return pid, read_end
+) -> forked.Child:
+    """Decode a byte range in a forked process."""
 
+    def decode() -> _Part:
+        with reopen() as stream:
+            return _PartDecoder(scratch_fd, start, ends_journal=ends_journal).decode(stream, stop)
 
-def _join(child: tuple[int, int] | None) -> "_Part | None":
-    """The child's part, or None when it failed."""
-    assert child is not None
-    pid, read_end = child
-    with os.fdopen(read_end, "rb") as result:
-        payload = result.read()
-    _, status = os.waitpid(pid, 0)
-    if status != 0 or not payload:
-        return None
-    return pickle.loads(payload)  # noqa: S301 - our own child's output, through a private pipe
-
-
-def _stop(child: tuple[int, int]) -> None:
-    pid, read_end = child
-    os.close(read_end)
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGKILL)
-    os.waitpid(pid, 0)
+    return forked.Child(decode)
 
 
 def _merge(parts: list[_Part], store: StateStore, rate_hz: int, reopen: Callable[[], IO[bytes]]) -> Journal:

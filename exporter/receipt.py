@@ -132,15 +132,23 @@ def _plan(
     return problems, artefacts, [name for name in held if name not in irregular]
 
 
-def write_receipt(shard_dir: Path, *, episode_id: str, episode_index: int, created_at: str) -> bytes:
-    """Write the shard's receipt over every file of the shard; returns the receipt's bytes."""
+def write_receipt(
+    shard_dir: Path,
+    *,
+    episode_id: str,
+    episode_index: int,
+    created_at: str,
+    known: Mapping[str, tuple[str, int]] | None = None,
+) -> bytes:
+    """Write the shard's receipt over every file of the shard; returns the receipt's bytes. ``known``: digests
+    and sizes of files hashed as they were written (by path in the shard); every other file is read."""
     receipt = {
         "schema": "ceres-browser-export-receipt",
         "version": 1,
         "episode_id": episode_id,
         "episode_index": episode_index,
         "created_at": created_at,
-        "artefacts": build_artefacts(shard_dir, exclude=RECEIPT),
+        "artefacts": build_artefacts(shard_dir, exclude=RECEIPT, known=known),
     }
     data = json_bytes(receipt)
     path = shard_dir / RECEIPT

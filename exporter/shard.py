@@ -7,6 +7,7 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -15,13 +16,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from exporter import forked
 from exporter.arrow import from_values, numpy_array
 from exporter.errors import ShardExistsError, SourceError
 from exporter.features import STATE_DIM, dictionary_columns, feature_table, video_key
 from exporter.jsonfile import json_bytes
 from exporter.layout import episode_folder
 from exporter.modes import publish_modes
-from exporter.receipt import bytes_digest, verify_shard, write_receipt
+from exporter.receipt import bytes_digest, file_digest, verify_shard, write_receipt
 from exporter.rows import Rows, build_rows
 from exporter.source import STUDY_KEYS, Capture, check_study_block, open_source, parse_capture, read_capture
 from exporter.stats import STAT_NAMES, ColumnScratch, feature_stats
@@ -34,6 +36,8 @@ MAX_INDEX = 2**53  # episode and global frame indices stay exact in JSON readers
 # Data parquet row groups: the states of one group are in memory at a time (one group for an hour of
 # state took ~300 MB).
 ROW_GROUP_ROWS = 16384
+# A camera file at least this long is made into the episode video in a forked process (forked.Job).
+VIDEO_PROCESS_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -179,8 +183,9 @@ def _video_dimensions(path: Path) -> tuple[int, int]:
 
 def _write_video(
     capture: Capture, camera_path: Path, rows: Rows, mp4: Path
-) -> tuple[VideoResult, dict[str, list[Any]], tuple[int, int]]:
-    """The episode video, its statistics and its (height, width) as written."""
+) -> tuple[VideoResult, dict[str, list[Any]], tuple[int, int], tuple[str, int]]:
+    """The episode video, its statistics, its (height, width) and its SHA-256 and size, as written (where the
+    video is made in a process of its own, its digest is taken there too, beside the data table)."""
     mp4.parent.mkdir(parents=True)
     result = export_video(
         camera_path,
@@ -191,7 +196,7 @@ def _write_video(
         capture.rate_hz,
         mp4,
     )
-    return result, video_stats(mp4), _video_dimensions(mp4)
+    return result, video_stats(mp4), _video_dimensions(mp4), file_digest(mp4)
 
 
 def _write(path: Path, data: bytes) -> None:
@@ -210,24 +215,39 @@ def _write_shard(
     tasks: list[str],
     study: dict[str, Any],
     exported_at: str,
-) -> tuple[str | None, list[str]]:
+) -> tuple[str | None, list[str], dict[str, tuple[str, int]]]:
+    """Write the shard's files into ``staging``; returns the video's method, the warnings, and the digests
+    (SHA-256 and size, by path in the shard) of the files already hashed as they were made."""
     fps = capture.rate_hz
     name = _chunk_file(episode_index)
     warnings = list(capture.warnings)
     video = video_result = None
-    # The camera video (copy or encode, then decode a sample for its statistics) runs beside the data
-    # table: PyAV, pyarrow and numpy release the GIL for their heavy work, so the two overlap.
+    digests: dict[str, tuple[str, int]] = {}
     with ThreadPoolExecutor(max_workers=1) as pool:
         video_job = None
         if capture.camera is not None:
             video = video_key(capture.camera.selected)
             mp4 = staging / "videos" / video / f"{name}.mp4"
-            video_job = pool.submit(_write_video, capture, camera_path, rows, mp4)
-        data_path = staging / "data" / f"{name}.parquet"
-        data_path.parent.mkdir(parents=True)
-        data_stats = _write_data(rows, data_path, fps, episode_index, from_index)
-        if video_job is not None:
-            video_result, video_stats_, (height, width) = video_job.result()
+            # Beside the data table: from VIDEO_PROCESS_BYTES of camera file on in a forked process (the
+            # remux's loop over the packets and the statistics then never wait for each other's interpreter
+            # lock: an hour's remux took 1.3-2.3 s on a thread beside the data table, 0.7 s alone), else on a
+            # thread (PyAV, pyarrow and numpy release the GIL for their heavy work).
+            video_job = forked.Job(
+                partial(_write_video, capture, camera_path, rows, mp4),
+                fork=camera_path.stat().st_size >= VIDEO_PROCESS_BYTES,
+                pool=pool,
+                clean=partial(shutil.rmtree, mp4.parent, ignore_errors=True),
+            )
+        try:
+            data_path = staging / "data" / f"{name}.parquet"
+            data_path.parent.mkdir(parents=True)
+            data_stats = _write_data(rows, data_path, fps, episode_index, from_index)
+            if video_job is not None:
+                video_result, video_stats_, (height, width), mp4_digest = video_job.result()
+                digests[mp4.relative_to(staging).as_posix()] = mp4_digest
+        finally:
+            if video_job is not None:
+                video_job.stop()
     if video_result is not None and video_result.misaligned_rows:
         warnings.append(f"{video_result.misaligned_rows} rows have no camera frame within half a slot period")
     stats: dict[str, dict[str, list[Any]]] = {}
@@ -320,7 +340,7 @@ def _write_shard(
         "warnings": warnings,
     }
     _write(staging / "ceres" / "episode-metadata.json", json_bytes(metadata))
-    return (video_result.method if video_result else None), warnings
+    return (video_result.method if video_result else None), warnings, digests
 
 
 def export_shard(
@@ -356,7 +376,7 @@ def export_shard(
             except OSError as exc:
                 raise SourceError(f"cannot write the shard here: {exc.strerror}", path=str(out_dir)) from None
             try:
-                video_method, warnings = _write_shard(
+                video_method, warnings, digests = _write_shard(
                     staging,
                     capture,
                     camera_path,
@@ -368,7 +388,11 @@ def export_shard(
                     exported_at=created_at,
                 )
                 receipt = write_receipt(
-                    staging, episode_id=capture.capture_id, episode_index=episode_index, created_at=created_at
+                    staging,
+                    episode_id=capture.capture_id,
+                    episode_index=episode_index,
+                    created_at=created_at,
+                    known=digests,
                 )
                 if target.exists():
                     raise ShardExistsError("already exists; shards are immutable", path=str(target))

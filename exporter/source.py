@@ -20,11 +20,13 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import date, datetime
+from functools import partial
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
 import av
 
+from exporter import forked
 from exporter.errors import SourceError
 from exporter.journal import DROPPED_KEYS, JOURNAL, Journal, Segment, parse_journal
 from exporter.jsonfile import write_json
@@ -43,6 +45,9 @@ from exporter.receipt import file_digest
 MANIFEST = "capture.json"
 AVAILABILITIES = ("known", "unknown", "unavailable")
 CAMERA_FORMATS = {("mp4", "h264"), ("mp4", "hevc"), ("webm", "vp8"), ("webm", "vp9")}
+# A camera file at least this long is probed in a forked process beside the journal (below it, the process
+# costs more than it saves).
+PROBE_PROCESS_BYTES = 16 * 1024 * 1024
 # PyAV demuxer name -> our container name, and the audio codecs a lone microphone file may hold.
 MICROPHONE_FORMATS = {
     "mov,mp4,m4a,3gp,3g2,mj2": ("m4a", ("aac",)),
@@ -706,10 +711,8 @@ def _check_media(
     return has_audio, media
 
 
-def _probe_camera(container: Container, camera: CameraSpec, warnings: list[str]) -> Any:
-    from exporter.video import probe_camera
-
-    probe = probe_camera(container.local_path(camera.media))
+def _check_probe(probe: Any, camera: CameraSpec, warnings: list[str]) -> Any:
+    """The camera's probe checked against what capture.json declares."""
     if (probe.container, probe.codec) not in CAMERA_FORMATS:
         raise SourceError(
             f"unsupported camera media: {probe.codec} video in {probe.container} "
@@ -744,14 +747,32 @@ def parse_capture(container: Container) -> Capture:
     study = m.obj(data, "study")
     study_claims = check_study_block(study or {}, MANIFEST)
     task_specification = _task_specification(data, m, container, warnings)
-    probe = _probe_camera(container, camera, warnings) if camera else None
-    audio_in_source, microphone_media = _check_media(data, m, container, camera, probe)
 
     def reopen() -> IO[bytes]:
         return container.open(JOURNAL)
 
-    with container.open(JOURNAL) as stream:
-        journal = parse_journal(stream, rate_hz, reopen)
+    # The camera's probe (a pass over its packets) runs beside the journal, in a forked process for a long
+    # camera file; its errors and the media's are still reported before the journal's, as if it ran first.
+    probing = None
+    if camera:
+        from exporter.video import probe_camera
+
+        path = container.local_path(camera.media)
+        probing = forked.Job(partial(probe_camera, path), fork=path.stat().st_size >= PROBE_PROCESS_BYTES)
+    journal_error = None
+    try:
+        try:
+            with container.open(JOURNAL) as stream:
+                journal = parse_journal(stream, rate_hz, reopen)
+        except SourceError as exc:
+            journal_error = exc
+        probe = _check_probe(probing.result(), camera, warnings) if probing and camera else None
+    finally:
+        if probing is not None:
+            probing.stop()
+    audio_in_source, microphone_media = _check_media(data, m, container, camera, probe)
+    if journal_error is not None:
+        raise journal_error
     if not any(s.retained for s in journal.segments):
         raise SourceError("no retained segments (the journal is empty or holds only retries)", path=JOURNAL)
     if len(journal.slots) == 0:

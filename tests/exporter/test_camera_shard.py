@@ -3,6 +3,7 @@
 Frame timing, codecs and remux fidelity are tested with the video module (test_video.py)."""
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import av
@@ -11,11 +12,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from exporter.cli import main
+from exporter.errors import SourceError
 from exporter.generate import RAW_CAMERA_DEVICE_ID, RAW_USER_AGENT, generate_capture
 from exporter.shard import export_shard, read_capture, verify_shard
 
 VIDEO = "observation.images.passthrough"
 MP4 = f"videos/{VIDEO}/chunk-000/file-000.mp4"
+AT = datetime(2026, 5, 1, 10, tzinfo=UTC)
 
 
 @pytest.mark.parametrize(
@@ -111,3 +114,135 @@ def test_video_statistics_of_a_long_shard_sample_its_keyframes(tmp_path: Path):
     assert stats["count"] == [len(sampled)]
     np.testing.assert_allclose(np.ravel(stats["mean"]), values.mean(axis=0), rtol=1e-12)
     np.testing.assert_allclose(np.ravel(stats["q50"]), np.quantile(values, 0.5, axis=0), rtol=1e-12)
+
+
+def _shard_files(shard: Path) -> dict[str, bytes]:
+    return {p.relative_to(shard).as_posix(): p.read_bytes() for p in sorted(shard.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("camera", ["mp4", "webm"])  # a remux and a re-encode
+def test_the_video_made_in_a_forked_process_gives_the_same_shard(tmp_path: Path, monkeypatch, camera: str):
+    """A long camera file's video is made in a forked process beside the data table: every file of the shard
+    (the receipt with the digest the process took of the video included) is what the thread makes."""
+    import exporter.shard
+
+    source = generate_capture(tmp_path / "capture", seconds=2, width=64, height=48, camera=camera, retries=1)
+    children = []
+    start = exporter.forked.Child.__init__
+
+    def counted(self, work):
+        start(self, work)
+        children.append(self.pid)
+
+    monkeypatch.setattr(exporter.forked.Child, "__init__", counted)
+    at = datetime(2026, 5, 1, 10, tzinfo=UTC)
+    thread = export_shard(source, tmp_path / "thread", exported_at=at).shard_dir
+    assert children == []  # a short camera file: the thread
+    monkeypatch.setattr(exporter.shard, "VIDEO_PROCESS_BYTES", 0)
+    process = export_shard(source, tmp_path / "process", exported_at=at).shard_dir
+    assert len(children) == 1
+    assert _shard_files(process) == _shard_files(thread)
+    assert verify_shard(process) == []
+
+
+def test_a_failed_video_process_is_replaced(tmp_path: Path, monkeypatch):
+    """A video process killed half-way (the out-of-memory killer) leaves a staged file behind; the video is
+    made again in the exporting process and the shard holds nothing of the first try."""
+    import os
+
+    import exporter.shard
+    import exporter.video
+
+    source = generate_capture(tmp_path / "capture", seconds=2, width=64, height=48, camera="mp4", retries=0)
+    expected = _shard_files(export_shard(source, tmp_path / "thread", exported_at=AT).shard_dir)
+    parent = os.getpid()
+    remux = exporter.video._remux
+
+    def dying(camera_path, display_ranks, fps, out_path):
+        if os.getpid() != parent:
+            out_path.write_bytes(b"half a video")
+            (tmp_path / "died").touch()
+            os._exit(9)
+        return remux(camera_path, display_ranks, fps, out_path)
+
+    monkeypatch.setattr(exporter.video, "_remux", dying)
+    monkeypatch.setattr(exporter.shard, "VIDEO_PROCESS_BYTES", 0)
+    shard = export_shard(source, tmp_path / "process", exported_at=AT).shard_dir
+    assert (tmp_path / "died").exists()
+    assert _shard_files(shard) == expected
+
+
+def test_a_failing_data_table_stops_the_video_process(tmp_path: Path, monkeypatch):
+    """When the data table fails, the video process is killed and reaped, and nothing is left behind."""
+    import os
+    import signal
+
+    import exporter.forked
+    import exporter.shard
+
+    source = generate_capture(tmp_path / "capture", seconds=2, width=64, height=48, camera="mp4")
+    children = []
+    start = exporter.forked.Child.__init__
+
+    def slow(self, work):
+        def sleeping():
+            signal.pause()  # runs until killed
+        start(self, sleeping)
+        children.append(self.pid)
+
+    def failing(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(exporter.forked.Child, "__init__", slow)
+    monkeypatch.setattr(exporter.shard, "VIDEO_PROCESS_BYTES", 0)
+    monkeypatch.setattr(exporter.shard, "_write_data", failing)
+    with pytest.raises(OSError, match="No space left"):
+        export_shard(source, tmp_path / "out")
+    assert len(children) == 1
+    with pytest.raises(ChildProcessError):
+        os.waitpid(children[0], os.WNOHANG)  # already reaped
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_the_probe_beside_the_journal_gives_the_same_capture(tmp_path: Path, monkeypatch):
+    """A long camera file is probed in a forked process while the journal is decoded: the capture (probe,
+    warnings) is what probing first gives."""
+    import exporter.forked
+    import exporter.source
+
+    source = generate_capture(tmp_path / "capture", seconds=2, width=64, height=48, camera="mp4", retries=0)
+    here = read_capture(source)
+    children = []
+    start = exporter.forked.Child.__init__
+
+    def counted(self, work):
+        start(self, work)
+        children.append(self.pid)
+
+    monkeypatch.setattr(exporter.forked.Child, "__init__", counted)
+    monkeypatch.setattr(exporter.source, "PROBE_PROCESS_BYTES", 0)
+    beside = read_capture(source)
+    assert len(children) == 1
+    assert beside.warnings == here.warnings
+    for field in ("width", "height", "codec", "container", "frame_count", "measured_frame_rate", "has_audio"):
+        assert getattr(beside.camera_probe, field) == getattr(here.camera_probe, field)
+    assert beside.camera_probe.frame_times.tobytes() == here.camera_probe.frame_times.tobytes()
+    assert beside.camera_probe.decode_order_pts.tobytes() == here.camera_probe.decode_order_pts.tobytes()
+
+
+@pytest.mark.parametrize("fork", [False, True], ids=["here", "forked"])
+def test_a_bad_camera_is_reported_before_a_bad_journal(tmp_path: Path, monkeypatch, fork: bool):
+    """The probe runs beside the journal, but its error still comes first, as when it ran before it."""
+    import exporter.source
+
+    source = generate_capture(tmp_path / "capture", seconds=2, width=64, height=48, camera="mp4", retries=0)
+    camera = next((source / "media").glob("*.mp4"))
+    camera.write_bytes(b"\0" * 4096)  # not a video
+    with (source / "journal.ndjson").open("ab") as journal:
+        journal.write(b'{"type":"frame","slot":\n{"type":"gap"}\n')  # and a journal in error
+    if fork:
+        monkeypatch.setattr(exporter.source, "PROBE_PROCESS_BYTES", 0)
+    with pytest.raises(SourceError) as raised:
+        read_capture(source)
+    assert raised.value.path == str(camera)
+    assert "not a readable media file" in str(raised.value)
