@@ -1,9 +1,16 @@
 """Parse ``journal.ndjson`` (capture-source.md section 3) in memory that does not grow with its length.
 
-A plainly well-formed frame or gap line (ASCII, no duplicate or unknown key, every joint tracked) is
-parsed by simdjson and its state written as float64 bytes straight from the parse (``as_buffer``), no
-Python object per number. Any other frame or gap line is decoded by msgspec into typed records
-(fixed-length float arrays, no booleans, slots in range), which checks it in one C pass. The states of
+A block of lines (4 MiB) goes first to the compiled block parser (``exporter/_journal_block.c``, built by
+the install where a C compiler exists): in one call it reads every line that is a plainly well-formed
+frame or gap (its source says exactly which; untracked joints and hands included) into slots, times and
+float64 states, converting numbers as ``float()`` does, and leaves every other line to the paths below.
+Runs of lines it took are added at once, with no Python work per line but the pinch distances.
+
+Without it, or for a line it leaves: a plainly well-formed frame or gap line (ASCII, no duplicate or
+unknown key, every joint tracked) is parsed by simdjson and its state written as float64 bytes straight
+from the parse (``as_buffer``), no Python object per number. Any other frame or gap line is decoded by
+msgspec into typed records (fixed-length float arrays, no booleans, slots in range), which checks it in
+one C pass. The states of
 a block of such lines are then assembled and checked with numpy. Every other line (one msgspec
 refuses, a line with a non-ASCII byte, a segment, a record of an unknown type) takes the careful path:
 orjson or the standard library's json, then field-by-field checks that alone decide each error and
@@ -34,6 +41,11 @@ import orjson
 import simdjson
 
 from exporter import forked
+
+try:
+    from exporter import _journal_block
+except ImportError:  # not compiled (no C compiler where the project was installed): the other paths decode
+    _journal_block = None
 from exporter.errors import SourceError
 from exporter.features import (
     HAND_VALUES,
@@ -195,6 +207,9 @@ class _Gap(msgspec.Struct, tag="gap", tag_field="type", gc=False):
 
 _TYPED = msgspec.json.Decoder(_Frame | _Gap)
 _SIMD = True  # tests switch the simdjson path off to compare it with the others
+# The compiled block parser (exporter/_journal_block.c), None where it was not built; tests switch it off
+# to compare it with the others.
+_BLOCK: Any = _journal_block
 _FRAME_KEYS = frozenset({"type", "slot", "t", "head", "left", "right"})
 _GAP_KEYS = frozenset({"type", "slot", "t"})
 _POSE_KEYS = frozenset({"p", "q"})
@@ -247,6 +262,8 @@ class _PartDecoder:
         self.simd_states = bytearray()  # their float64 states, 410 values each
         self.rows: dict[int, np.ndarray] = {}  # record index -> state, from the careful path
         self.checked: list[tuple[np.ndarray, np.ndarray]] = []  # (record indices, float32 states), checked
+        # the block parser's frames: record indices, float64 states, untracked tips, the line of a row
+        self.blocks: list[tuple[np.ndarray, np.ndarray, np.ndarray, Callable[[int], bytes]]] = []
 
     def decode(self, stream: IO[bytes], stop: int) -> _Part:
         # The decoded records hold no reference cycles and die with their block; without the cyclic
@@ -272,23 +289,81 @@ class _PartDecoder:
             else:  # a line cut by the block waits for the next one
                 cut = data.rfind(b"\n") + 1
                 data, rest = data[:cut], data[cut:]
-            pieces = data.split(b"\n") if data else []
-            newline_at_end = bool(pieces) and pieces[-1] == b""
-            if newline_at_end:
-                pieces.pop()
-            ascii_block = data.isascii()  # then no line needs its own check
-            for i, piece in enumerate(pieces):
-                number += 1
-                final = at_end and i == len(pieces) - 1
-                raw = piece if final and not newline_at_end else None
-                self.line(piece, raw, number, offset, last=final and self.ends_journal, ascii_line=ascii_block)
-                offset += len(piece) + 1
-                if self.part.error is not None:
-                    break
+            read = self.block if _BLOCK is not None else self.lines
+            number, offset = read(data, number, offset, at_end=at_end, ascii_block=data.isascii())
             self.flush()
             if at_end or self.part.error is not None:
                 self.part.lines = number
                 return self.part
+
+    def lines(self, data: bytes, number: int, offset: int, *, at_end: bool, ascii_block: bool) -> tuple[int, int]:
+        """``block`` without the block parser: every line goes to ``line``."""
+        pieces = data.split(b"\n") if data else []
+        newline_at_end = bool(pieces) and pieces[-1] == b""
+        if newline_at_end:
+            pieces.pop()
+        for i, piece in enumerate(pieces):
+            number += 1
+            final = at_end and i == len(pieces) - 1
+            raw = piece if final and not newline_at_end else None
+            self.line(piece, raw, number, offset, last=final and self.ends_journal, ascii_line=ascii_block)
+            offset += len(piece) + 1
+            if self.part.error is not None:
+                break
+        return number, offset
+
+    def block(self, data: bytes, number: int, offset: int, *, at_end: bool, ascii_block: bool) -> tuple[int, int]:
+        """The lines of ``data`` (whole lines; at the journal's end the last may lack its newline), ``number``
+        and ``offset`` being those of the line before it, ``ascii_block`` whether it holds ASCII bytes only:
+        each run of lines the block parser takes is added at once, and every other line goes to ``line``.
+        Returns the number of the last line read (the line in error, when one is) and an offset past it."""
+        kinds_, slots_, times_, starts_, states_, tips_ = _BLOCK.decode(data)
+        kinds = np.frombuffer(kinds_, dtype=np.int8)
+        starts = np.frombuffer(starts_, dtype=np.int64)
+        slots = np.frombuffer(slots_, dtype=np.int64)
+        times = np.frombuffer(times_, dtype=np.float64)
+        states = np.frombuffer(states_, dtype=np.float64).reshape(-1, STATE_DIM)
+        tips = np.frombuffer(tips_, dtype=np.uint8)
+        frame_rows = np.cumsum(kinds == 1) - 1  # a frame line's row in ``states``
+        count = len(kinds)
+        newline_at_end = data.endswith(b"\n")
+
+        def piece(line: int) -> bytes:
+            stop = int(starts[line + 1]) - 1 if line + 1 < count else len(data) - newline_at_end
+            return data[int(starts[line]) : stop]
+
+        first = 0
+        for refused in [*np.flatnonzero(kinds == 0).tolist(), count]:
+            if refused > first:  # a run of lines taken
+                part = self.part
+                index = len(part.slots)
+                taken = kinds[first:refused]
+                part.slots.frombytes(slots[first:refused].tobytes())
+                part.times.frombytes(times[first:refused].tobytes())
+                part.gaps.frombytes((taken == 2).astype(np.int8).tobytes())
+                part.numbers.frombytes(np.arange(number + first + 1, number + refused + 1, dtype=np.int64).tobytes())
+                part.offsets.frombytes((starts[first:refused] + offset).tobytes())
+                part.pinch.frombytes(bytes(8 * (refused - first)))
+                part.states.frombytes(np.full(refused - first, -1, dtype=np.int64).tobytes())
+                frames = np.flatnonzero(taken == 1)
+                if frames.size:
+                    rows = frame_rows[first + frames]  # consecutive
+                    lines = first + frames
+                    rows = slice(rows[0], rows[-1] + 1)
+                    self.blocks.append(
+                        (index + frames, states[rows], tips[rows], lambda row, lines=lines: piece(lines[row]))
+                    )
+            if refused == count:
+                break
+            final = at_end and refused == count - 1
+            line = piece(refused)
+            raw = line if final and not newline_at_end else None
+            at = offset + int(starts[refused])
+            self.line(line, raw, number + refused + 1, at, last=final and self.ends_journal, ascii_line=ascii_block)
+            if self.part.error is not None:
+                return number + refused + 1, at
+            first = refused + 1
+        return number + count, offset + len(data)
 
     def line(
         self, piece: bytes, raw: bytes | None, number: int, offset: int, *, last: bool, ascii_line: bool = False
@@ -377,32 +452,42 @@ class _PartDecoder:
 
     def flush(self) -> None:
         """Assemble and check the states of the block's decoded frames, and store the block's states."""
+        blocks, self.blocks = self.blocks, []
+        for indices, states, tips, line in blocks:
+            pinch = _pinch(states)
+            pinch[(tips & 1) != 0, 0] = 0.0  # a tracked hand without its thumb or index finger tip
+            pinch[(tips & 2) != 0, 1] = 0.0
+            self.store_states(indices, states, pinch, line)
         simd, self.simd = self.simd, []
         if simd:
             states = np.frombuffer(self.simd_states, dtype=np.float64).reshape(len(simd), STATE_DIM)
             self.simd_states = bytearray()
-            self.store_states(simd, states, _pinch(states))
+            indices = np.array([index for index, _ in simd], dtype=np.int64)
+            self.store_states(indices, states, _pinch(states), lambda row: simd[row][1])
         typed, self.typed = self.typed, []
         if typed:
             states, pinch = _typed_states([frame for _, frame, _ in typed])
-            self.store_states([(index, piece) for index, _, piece in typed], states, pinch)
+            indices = np.array([index for index, _, _ in typed], dtype=np.int64)
+            self.store_states(indices, states, pinch, lambda row: typed[row][2])
         self.write_rows()
 
-    def store_states(self, lines: list[tuple[int, bytes]], states: np.ndarray, pinch: np.ndarray) -> None:
-        """Check decoded float64 states and pinch distances (one row per (record index, line)) and keep
-        them; a row beyond the float32 range goes to the careful path, which names the error."""
+    def store_states(
+        self, indices: np.ndarray, states: np.ndarray, pinch: np.ndarray, line: Callable[[int], bytes]
+    ) -> None:
+        """Check decoded float64 states and pinch distances (one row per record index; ``line(row)`` gives
+        the row's line) and keep them; a row beyond the float32 range goes to the careful path, which names
+        the error."""
         part = self.part
         with np.errstate(over="ignore"):
             states32, pinch32 = states.astype(np.float32), pinch.astype(np.float32)
         good = np.isfinite(states32).all(axis=1) & np.isfinite(pinch32).all(axis=1)
-        indices = np.array([index for index, _ in lines], dtype=np.int64)
         view = np.frombuffer(part.pinch, dtype=np.float32).reshape(-1, 2)
         view[indices[good]] = pinch32[good]
         del view  # the array may grow again
         self.checked.append((indices, states32) if good.all() else (indices[good], states32[good]))
-        for row in np.flatnonzero(~good):  # beyond the float32 range: the careful path names the error
-            index, piece = lines[row]
-            self.careful_state(index, _loads(piece), piece)
+        for row in np.flatnonzero(~good).tolist():  # beyond the float32 range: the careful path names the error
+            piece = line(row)
+            self.careful_state(int(indices[row]), _loads(piece), piece)
 
     def write_rows(self) -> None:
         """Write the block's states to the scratch file in record order."""

@@ -1,6 +1,7 @@
-"""The journal's fast decoding gives what the careful line-by-line path gives: simdjson's state rows and
-msgspec's typed records against orjson/json and field-by-field checks, two processes against one, a
-failed process against none. Values are compared bit for bit, errors by their whole message."""
+"""The journal's fast decoding gives what the careful line-by-line path gives: the compiled block parser's
+runs of lines, simdjson's state rows and msgspec's typed records against orjson/json and field-by-field
+checks, two processes against one, a failed process against none. Values are compared bit for bit, errors
+by their whole message."""
 
 import json
 import os
@@ -16,6 +17,7 @@ from hypothesis import strategies as st
 
 import exporter.journal
 from exporter.errors import SourceError
+from exporter.features import INDEX_TIP, STATE_DIM, THUMB_TIP
 from exporter.generate import generate_capture
 from exporter.journal import parse_journal
 from exporter.shard import export_shard
@@ -33,14 +35,17 @@ class _Refusing:
         raise msgspec.DecodeError("typed decoding switched off for the test")
 
 
-def outcome(path: Path, *, typed: bool = True, simd: bool = True, parallel: bool = False):
+def outcome(path: Path, *, typed: bool = True, simd: bool = True, block: bool = True, parallel: bool = False):
     """What parsing the journal gives: the error message, or every array and state of the journal.
-    ``typed=False``: every line takes the careful path; ``simd=False``: no line takes the simdjson path."""
+    ``typed=False``: every line takes the careful path; ``simd=False``: no line takes the simdjson path (nor
+    the block parser); ``block=False``: no line takes the block parser."""
     with pytest.MonkeyPatch.context() as patch:
         if not typed:
             patch.setattr(exporter.journal, "_TYPED", _Refusing())
         if not (typed and simd):
             patch.setattr(exporter.journal, "_SIMD", False)
+        if not (typed and simd and block):
+            patch.setattr(exporter.journal, "_BLOCK", None)
         if parallel:
             patch.setattr(exporter.journal, "PARALLEL_BYTES", 0)
         try:
@@ -68,6 +73,7 @@ def write_journal(tmp_path: Path, lines: list, name: str = "journal.ndjson", tai
 def assert_same_everywhere(path: Path) -> None:
     careful = outcome(path, typed=False)
     assert outcome(path) == careful
+    assert outcome(path, block=False) == careful
     assert outcome(path, simd=False) == careful
     assert outcome(path, parallel=True) == careful
 
@@ -92,7 +98,8 @@ def test_typed_frames_give_the_careful_values(tmp_path_factory, head, left, righ
     if extra:
         record["extra"] = extra
     path = write_journal(tmp_path_factory.mktemp("j"), [frame(0, t=-1e300), record, segment(0, 2, "Wipe")])
-    assert outcome(path) == outcome(path, simd=False) == outcome(path, typed=False)
+    careful = outcome(path, typed=False)
+    assert outcome(path) == outcome(path, block=False) == outcome(path, simd=False) == careful
 
 
 MUTATIONS = [
@@ -130,6 +137,7 @@ def test_mutated_journals_get_the_careful_verdicts(tmp_path: Path, seed: int):
         path.write_bytes(b"\n".join(lines) + b"\n")
         careful = outcome(path, typed=False)
         assert outcome(path) == careful, (case, careful)
+        assert outcome(path, block=False) == careful, (case, careful)
         assert outcome(path, simd=False) == careful, (case, careful)
         verdicts.add(careful if isinstance(careful, str) else "accepted")
     assert len(verdicts) > 10  # the damage really reaches many different checks
@@ -212,6 +220,101 @@ def test_the_simdjson_path_takes_only_plainly_well_formed_lines(tmp_path: Path, 
     assert_same_everywhere(write_journal(tmp_path, records))
 
 
+def test_the_block_parser_is_built():
+    """The install compiles it (pyproject.toml); without it the journal is decoded the slower way."""
+    block = exporter.journal._BLOCK
+    assert block is not None
+    assert (block.STATE_DIM, block.THUMB_TIP, block.INDEX_TIP) == (STATE_DIM, THUMB_TIP, INDEX_TIP)
+
+
+def block_kinds(data: bytes) -> list[int]:
+    kinds, *_ = exporter.journal._BLOCK.decode(data)
+    return list(kinds)
+
+
+# Lines the block parser leaves to the other paths (which may take them), beyond what simdjson's path leaves
+REFUSED_BY_BLOCK = [
+    '{"type":"fr\\u0061me","slot":3,"t":0.1}',  # an escape
+    '{"t\\u0079pe":"gap","slot":3,"t":0.1}',
+    '{"type":"gap","slot":3,"t":0.1,"x":1}',  # an unknown key
+    '{"type":"gap","slot":03,"t":0.1}',  # not JSON
+    '{"type":"gap","slot":3,"t":01.5}',
+    '{"type":"gap","slot":3,"t":.5}',
+    '{"type":"gap","slot":3,"t":1.}',
+    '{"type":"gap","slot":3,"t":+1}',
+    '{"type":"gap","slot":3,"t":0.1} x',
+    '{"type":"gap","slot":3,"t":0.1}}',
+    '{"type":"gap","slot":3,"t":0.1,}',
+    '{"type":"gap","slot":3}',
+    '{"slot":3,"t":0.1}',
+    '{"type":"gap","slot":1e2,"t":0.1}',
+    '{"type":"gap","slot":-0,"t":0.1}',
+    '{"type":"gap","slot":3,"t":-1e309}',
+    '{"type":"gap","slot":3,"t":"' + "1" * 90 + '"}',
+    '{"type":"gap","slot":3,"t":' + "1" * 90 + "}",  # a number longer than the parser copies: refused
+    "{}",
+    "",
+    "\u00e9",
+]
+TAKEN_BY_BLOCK = [
+    ' { "slot" : 3 , "t" : 0.25 , "type" : "gap" } ',  # whitespace and any key order
+    '{"type":"gap","slot":2147483647,"t":-0}',
+    '{"type":"gap","slot":0,"t":1e-400}',  # underflows to 0.0, as float() gives
+    '{"type":"gap","slot":0,"t":4.9406564584124654e-324}',
+    '{"type":"gap","slot":0,"t":1.7976931348623157e308}',
+    '{"type":"gap","slot":0,"t":123456789012345678901234567890}',
+    '{"type":"gap","slot":0,"t":0.1e-0000000000000000000000001}',
+    '{"right":null,"left":null,"head":null,"t":1,"slot":9,"type":"frame"}',
+    frame_line(head='{"q":[0,0,0,1],"p":[0,-0.0,1e-320]}'),
+    frame_line(right=FULL_HAND, left="null"),
+    '{"type":"frame","slot":3,"t":123456789012345678901234567890}',  # beyond simdjson's integers
+    joints_line(["null"] + [PLAIN_JOINT] * 24),  # untracked joints (msgspec's path)
+    joints_line([PLAIN_JOINT] * 4 + ["null"] + [PLAIN_JOINT] * 20),  # no thumb tip: no pinch distance
+    frame_line(right='{"joints":[' + ",".join([PLAIN_JOINT] * 9 + ["null"] + [PLAIN_JOINT] * 15) + "]}"),
+    frame_line(left='{"joints":[' + ",".join(["null"] * 25) + "]}"),
+]
+
+
+@pytest.mark.parametrize("line", REFUSED_BY_SIMD + TAKEN_BY_SIMD + REFUSED_BY_BLOCK + TAKEN_BY_BLOCK)
+def test_the_block_parser_takes_only_plainly_well_formed_lines(tmp_path: Path, line: str):
+    taken = line in TAKEN_BY_BLOCK or (line in TAKEN_BY_SIMD and line not in REFUSED_BY_BLOCK)
+    assert block_kinds(line.encode() + b"\n") == [(2 if '"gap"' in line else 1) if taken else 0]
+    records = [frame(0), frame(1), frame(2), line, frame(4), segment(0, 5, "Wipe")]
+    assert_same_everywhere(write_journal(tmp_path, records))
+    assert_same_everywhere(write_journal(tmp_path, records[:4], tail=""))  # the last line, without its newline
+
+
+def test_the_block_parser_reads_every_line_of_a_block():
+    data = b'{"type":"gap","slot":1,"t":1}\n\nnot json\n{"type":"gap","slot":2,"t":2}'
+    kinds, slots, times, starts, states, tips = exporter.journal._BLOCK.decode(data)
+    assert list(kinds) == [2, 0, 0, 2]
+    assert np.frombuffer(slots, dtype=np.int64)[[0, 3]].tolist() == [1, 2]
+    assert np.frombuffer(times, dtype=np.float64)[[0, 3]].tolist() == [1.0, 2.0]
+    assert np.frombuffer(starts, dtype=np.int64).tolist() == [0, 30, 31, 40]
+    assert len(states) == len(tips) == 0
+    assert block_kinds(b"") == []
+    assert block_kinds(b"\n") == [0]
+
+
+number_texts = st.one_of(
+    numbers.map(lambda value: json.dumps(value)),
+    st.from_regex(r"-?(0|[1-9][0-9]{0,25})(\.[0-9]{1,25})?([eE][+-]?[0-9]{1,3})?", fullmatch=True),
+)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(text=number_texts)
+def test_the_block_parser_converts_numbers_as_float_does(text: str):
+    line = f'{{"type":"gap","slot":0,"t":{text}}}'.encode()
+    kinds, _, times, *_ = exporter.journal._BLOCK.decode(line)
+    expected = float(json.loads(text))  # an int's value, as the careful path converts it
+    if not np.isfinite(expected) or len(text) >= 80:
+        assert list(kinds) == [0]
+    else:
+        assert list(kinds) == [2]
+        assert np.frombuffer(times, dtype=np.float64).tobytes() == np.float64(expected).tobytes(), text
+
+
 @pytest.mark.parametrize(
     "change",
     [
@@ -266,7 +369,7 @@ def shard_files(shard: Path) -> dict[str, bytes]:
 @pytest.mark.slow
 def test_generated_corpus_gives_the_same_shards_on_every_path(tmp_path: Path, monkeypatch):
     """Every file of every shard (parquet tables, statistics, metadata, video) is byte-identical whether
-    lines are decoded typed or carefully, by one process or two."""
+    lines are decoded by the block parser, typed or carefully, by one process or two."""
     corpus = [
         {"seed": 1, "retries": 0, "camera": "mp4", "seconds": 4},
         {"seed": 2, "retries": 3, "camera": "none", "seconds": 20},
@@ -276,19 +379,22 @@ def test_generated_corpus_gives_the_same_shards_on_every_path(tmp_path: Path, mo
     for number, options in enumerate(corpus):
         source = generate_capture(tmp_path / f"capture-{number}", **options)
         shards = []
-        for path, (typed, simd, parallel) in enumerate(
-            [(True, True, False), (False, False, False), (True, True, True), (True, False, False)]
+        for path, (typed, simd, block, parallel) in enumerate(
+            [(True, True, True, False), (False, False, False, False), (True, True, True, True),
+             (True, False, False, False), (True, True, False, False)]
         ):
             with monkeypatch.context() as patch:
                 if not typed:
                     patch.setattr(exporter.journal, "_TYPED", _Refusing())
                 if not simd:
                     patch.setattr(exporter.journal, "_SIMD", False)
+                if not block:
+                    patch.setattr(exporter.journal, "_BLOCK", None)
                 if parallel:
                     patch.setattr(exporter.journal, "PARALLEL_BYTES", 0)
                 result = export_shard(source, tmp_path / f"out-{number}-{path}", exported_at=EXPORTED_AT)
             shards.append(shard_files(result.shard_dir))
-        assert shards[0] == shards[1] == shards[2] == shards[3], options
+        assert shards[0] == shards[1] == shards[2] == shards[3] == shards[4], options
 
 
 def test_states_are_read_back_in_any_order(tmp_path: Path):
