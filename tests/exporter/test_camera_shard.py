@@ -116,6 +116,21 @@ def test_video_statistics_of_a_long_shard_sample_its_keyframes(tmp_path: Path):
     np.testing.assert_allclose(np.ravel(stats["q50"]), np.quantile(values, 0.5, axis=0), rtol=1e-12)
 
 
+def _forked_children(monkeypatch) -> list[int]:
+    """The pids of the forked processes started from now on (the list fills as they start)."""
+    import exporter.forked
+
+    children: list[int] = []
+    start = exporter.forked.Child.__init__
+
+    def counted(self, work):
+        start(self, work)
+        children.append(self.pid)
+
+    monkeypatch.setattr(exporter.forked.Child, "__init__", counted)
+    return children
+
+
 def _shard_files(shard: Path) -> dict[str, bytes]:
     return {p.relative_to(shard).as_posix(): p.read_bytes() for p in sorted(shard.rglob("*")) if p.is_file()}
 
@@ -127,14 +142,7 @@ def test_the_video_made_in_a_forked_process_gives_the_same_shard(tmp_path: Path,
     import exporter.shard
 
     source = generate_capture(tmp_path / "capture", seconds=2, width=64, height=48, camera=camera, retries=1)
-    children = []
-    start = exporter.forked.Child.__init__
-
-    def counted(self, work):
-        start(self, work)
-        children.append(self.pid)
-
-    monkeypatch.setattr(exporter.forked.Child, "__init__", counted)
+    children = _forked_children(monkeypatch)
     at = datetime(2026, 5, 1, 10, tzinfo=UTC)
     thread = export_shard(source, tmp_path / "thread", exported_at=at).shard_dir
     assert children == []  # a short camera file: the thread
@@ -212,14 +220,7 @@ def test_the_probe_beside_the_journal_gives_the_same_capture(tmp_path: Path, mon
 
     source = generate_capture(tmp_path / "capture", seconds=2, width=64, height=48, camera="mp4", retries=0)
     here = read_capture(source)
-    children = []
-    start = exporter.forked.Child.__init__
-
-    def counted(self, work):
-        start(self, work)
-        children.append(self.pid)
-
-    monkeypatch.setattr(exporter.forked.Child, "__init__", counted)
+    children = _forked_children(monkeypatch)
     monkeypatch.setattr(exporter.source, "PROBE_PROCESS_BYTES", 0)
     beside = read_capture(source)
     assert len(children) == 1
