@@ -325,14 +325,15 @@ static PyObject *decode(PyObject *module, PyObject *arg) {
     PyObject *slots = PyBytes_FromStringAndSize(NULL, lines * (Py_ssize_t)sizeof(int64_t));
     PyObject *times = PyBytes_FromStringAndSize(NULL, lines * (Py_ssize_t)sizeof(double));
     PyObject *starts = PyBytes_FromStringAndSize(NULL, lines * (Py_ssize_t)sizeof(int64_t));
-    PyObject *states = PyByteArray_FromStringAndSize(NULL, lines * (Py_ssize_t)(STATE_DIM * sizeof(double)));
+    /* room for the states of frames taken, grown as they come (a block of gap lines needs none) */
+    Py_ssize_t room = lines < 256 ? lines : 256;
+    PyObject *states = PyByteArray_FromStringAndSize(NULL, room * (Py_ssize_t)(STATE_DIM * sizeof(double)));
     PyObject *tips = PyByteArray_FromStringAndSize(NULL, lines);
     if (!kinds || !slots || !times || !starts || !states || !tips) goto failed;
     char *kind_out = PyBytes_AS_STRING(kinds);
     int64_t *slot_out = (int64_t *)PyBytes_AS_STRING(slots);
     double *time_out = (double *)PyBytes_AS_STRING(times);
     int64_t *start_out = (int64_t *)PyBytes_AS_STRING(starts);
-    double *state_out = (double *)PyByteArray_AS_STRING(states);
     char *tip_out = PyByteArray_AS_STRING(tips);
     Py_ssize_t frames = 0;
     const char *p = data;
@@ -342,6 +343,15 @@ static PyObject *decode(PyObject *module, PyObject *arg) {
         Cursor cursor = {p, stop};
         int64_t slot = 0;
         double t = 0.0;
+        if (frames == room) {
+            room = room * 2 < lines ? room * 2 : lines;
+            if (PyByteArray_Resize(states, room * (Py_ssize_t)(STATE_DIM * sizeof(double))) < 0) {
+                PyBuffer_Release(&view);
+                view.obj = NULL;
+                goto failed;
+            }
+        }
+        double *state_out = (double *)PyByteArray_AS_STRING(states);
         int kind = line(&cursor, &slot, &t, state_out + frames * STATE_DIM, tip_out + frames);
         kind_out[i] = (char)kind;
         slot_out[i] = kind ? slot : 0;

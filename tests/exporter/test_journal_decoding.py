@@ -296,6 +296,16 @@ def test_the_block_parser_reads_every_line_of_a_block():
     assert block_kinds(b"\n") == [0]
 
 
+def test_the_block_parser_makes_room_for_any_number_of_frames():
+    lines = [frame_line(head="null", left="null").replace('"slot":3', f'"slot":{i}') for i in range(1000)]
+    lines[500:500] = ['{"type":"gap","slot":0,"t":0}'] * 700
+    kinds, slots, _, _, states, tips = exporter.journal._BLOCK.decode("\n".join(lines).encode())
+    assert list(kinds) == [1] * 500 + [2] * 700 + [1] * 500
+    assert np.frombuffer(slots, dtype=np.int64)[1200:].tolist() == list(range(500, 1000))
+    rows = np.frombuffer(states, dtype=np.float64).reshape(-1, STATE_DIM)
+    assert len(rows) == len(tips) == 1000 and not rows.any()
+
+
 number_texts = st.one_of(
     numbers.map(lambda value: json.dumps(value)),
     st.from_regex(r"-?(0|[1-9][0-9]{0,25})(\.[0-9]{1,25})?([eE][+-]?[0-9]{1,3})?", fullmatch=True),
