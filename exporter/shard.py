@@ -196,7 +196,12 @@ def _write_video(
         capture.rate_hz,
         mp4,
     )
-    return result, video_stats(mp4), _video_dimensions(mp4), file_digest(mp4)
+    # the digest is read on a thread while the sampled frames decode (both release the GIL): at the end of an
+    # export they are all that is left, and the second core would wait
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        digest = pool.submit(file_digest, mp4)
+        stats = video_stats(mp4)
+        return result, stats, _video_dimensions(mp4), digest.result()
 
 
 def _write(path: Path, data: bytes) -> None:
