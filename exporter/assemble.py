@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import contextlib
-import ctypes
 import dataclasses
 import hashlib
 import json
@@ -26,7 +24,6 @@ import os
 import pickle
 import re
 import shutil
-import signal
 import string
 import struct
 import subprocess
@@ -44,6 +41,7 @@ import pyarrow as pa
 import pyarrow._parquet as _parquet
 import pyarrow.parquet as pq
 
+from exporter import forked
 from exporter.arrow import from_values, to_numpy
 from exporter.errors import AssemblyError
 from exporter.features import dictionary_columns
@@ -723,10 +721,7 @@ def _receive(pipe: Any) -> Any:
 
 def _helper_main() -> None:
     """The helper process: reads or lays over the shards it is sent until its input ends."""
-    parent = int(sys.argv[1])
-    with contextlib.suppress(OSError, AttributeError):  # killed with the assembling process, whatever kills it
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    if os.getppid() != parent:  # the parent died before the line above
+    if not forked.die_with_parent(int(sys.argv[1])):  # killed with the assembling process, whatever kills it
         return
     requests = sys.stdin.buffer
     replies = os.fdopen(os.dup(1), "wb")

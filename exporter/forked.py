@@ -5,7 +5,8 @@ table) run this way. A forked process shares nothing with this
 one's interpreter lock, so its Python work (the video's loop over packets, the journal's lines) does not
 wait for this process's and this process's does not wait for it. A child that fails for any reason (an
 exception, the out-of-memory killer, a signal) gives ``None``: the caller does the work in its own process
-instead, where a real error is raised with its message, as if no child had been started.
+instead, where a real error is raised with its message, as if no child had been started. A child dies with
+the process that forked it (``die_with_parent``): a worker killed half-way leaves nothing still writing.
 """
 
 import contextlib
@@ -15,6 +16,16 @@ import signal
 from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Any
+
+
+def die_with_parent(parent: int) -> bool:
+    """Have the kernel kill this process when its parent ends (Linux's ``PR_SET_PDEATHSIG``; nothing where it
+    does not exist). False when the parent (``parent``, its pid) has ended already."""
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    return os.getppid() == parent
 
 
 def usable() -> bool:
@@ -28,11 +39,14 @@ class Child:
 
     def __init__(self, work: Callable[[], Any]):
         read_end, write_end = os.pipe()
+        parent = os.getpid()
         pid = os.fork()
         if pid == 0:  # the child: work, send the pickled result, leave without running the parent's exit code
             status = 1
             try:
                 os.close(read_end)
+                if not die_with_parent(parent):
+                    return
                 result = work()
                 with os.fdopen(write_end, "wb") as out:
                     out.write(pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL))
