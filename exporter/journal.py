@@ -10,11 +10,10 @@ Without it, or for a line it leaves: a plainly well-formed frame or gap line (AS
 unknown key, every joint tracked) is parsed by simdjson and its state written as float64 bytes straight
 from the parse (``as_buffer``), no Python object per number. Any other frame or gap line is decoded by
 msgspec into typed records (fixed-length float arrays, no booleans, slots in range), which checks it in
-one C pass. The states of
-a block of such lines are then assembled and checked with numpy. Every other line (one msgspec
-refuses, a line with a non-ASCII byte, a segment, a record of an unknown type) takes the careful path:
-orjson or the standard library's json, then field-by-field checks that alone decide each error and
-its message. A line simdjson takes is one msgspec would take with the same values.
+one C pass. The states of a block of such lines are then assembled and checked with numpy. Every other
+line (one msgspec refuses, a line with a non-ASCII byte, a segment, a record of an unknown type) takes
+the careful path: orjson or the standard library's json, then field-by-field checks that alone decide
+each error and its message. A line simdjson takes is one msgspec would take with the same values.
 
 A long journal is split at a line boundary and its two halves are decoded by two processes. Each
 keeps per record only slot, time, gap flag, line, byte offset and pinch distances in typed arrays and
@@ -41,11 +40,6 @@ import orjson
 import simdjson
 
 from exporter import forked
-
-try:
-    from exporter import _journal_block
-except ImportError:  # not compiled (no C compiler where the project was installed): the other paths decode
-    _journal_block = None
 from exporter.errors import SourceError
 from exporter.features import (
     HAND_VALUES,
@@ -56,6 +50,11 @@ from exporter.features import (
     STATE_DIM,
     THUMB_TIP,
 )
+
+try:
+    from exporter import _journal_block
+except ImportError:  # not compiled (no C compiler where the project was installed): the other paths decode
+    _journal_block = None
 
 JOURNAL = "journal.ndjson"
 OUTCOMES = ("success", "completed", "failure", "retry")
@@ -347,12 +346,10 @@ class _PartDecoder:
                 part.states.frombytes(np.full(refused - first, -1, dtype=np.int64).tobytes())
                 frames = np.flatnonzero(taken == 1)
                 if frames.size:
-                    rows = frame_rows[first + frames]  # consecutive
-                    lines = first + frames
-                    rows = slice(rows[0], rows[-1] + 1)
-                    self.blocks.append(
-                        (index + frames, states[rows], tips[rows], lambda row, lines=lines: piece(lines[row]))
-                    )
+                    frame_lines = first + frames
+                    rows = slice(frame_rows[frame_lines[0]], frame_rows[frame_lines[-1]] + 1)  # consecutive
+                    self.blocks.append((index + frames, states[rows], tips[rows],
+                                        lambda row, frame_lines=frame_lines: piece(frame_lines[row])))
             if refused == count:
                 break
             final = at_end and refused == count - 1

@@ -766,7 +766,7 @@ def parse_capture(container: Container) -> Capture:
                 journal = parse_journal(stream, rate_hz, reopen)
         except SourceError as exc:
             journal_error = exc
-        probe = _check_probe(probing.result(), camera, warnings) if probing and camera else None
+        probe = _check_probe(probing.result(), camera, warnings) if probing is not None else None
     finally:
         if probing is not None:
             probing.stop()
