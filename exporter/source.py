@@ -665,6 +665,22 @@ def _task_specification(
     return TaskSpecification(version=version, canonical=canonical, sha256=hashlib.sha256(canonical).hexdigest())
 
 
+def _named(text: str, path: Path, name: str) -> str:
+    """``text`` (a media library's message) with the file's local path (where a ZIP source was unpacked: a
+    server's temporary folder) replaced by its name in the capture."""
+    return text.replace(str(path), name)
+
+
+def _probe_camera(path: Path, name: str) -> Any:
+    """The camera file's probe; its errors name the file as the capture does (``name``)."""
+    from exporter.video import probe_camera
+
+    try:
+        return probe_camera(path)
+    except SourceError as exc:
+        raise SourceError(_named(str(exc), path, name).removeprefix(f"{name}: "), path=name) from None
+
+
 def _microphone_has_audio(path: Path, name: str) -> bool:
     """Check a lone microphone file's container and codec; True when it holds an audio stream."""
     try:
@@ -672,7 +688,7 @@ def _microphone_has_audio(path: Path, name: str) -> bool:
             kind = MICROPHONE_FORMATS.get(media.format.name)
             codecs = [s.codec_context.name for s in media.streams.audio]
     except (av.FFmpegError, UnicodeDecodeError) as exc:
-        raise SourceError(f"not a readable media file: {exc}", path=name) from None
+        raise SourceError(f"not a readable media file: {_named(str(exc), path, name)}", path=name) from None
     if kind is None:
         raise SourceError(f"unsupported microphone container {media.format.name!r}", path=name)
     bad = [c for c in codecs if c not in kind[1]]
@@ -755,10 +771,9 @@ def parse_capture(container: Container) -> Capture:
     # camera file; its errors and the media's are still reported before the journal's, as if it ran first.
     probing = None
     if camera:
-        from exporter.video import probe_camera
-
         path = container.local_path(camera.media)
-        probing = forked.Job(partial(probe_camera, path), fork=path.stat().st_size >= PROBE_PROCESS_BYTES)
+        long_file = path.stat().st_size >= PROBE_PROCESS_BYTES
+        probing = forked.Job(partial(_probe_camera, path, camera.media), fork=long_file)
     journal_error = None
     try:
         try:

@@ -245,5 +245,25 @@ def test_a_bad_camera_is_reported_before_a_bad_journal(tmp_path: Path, monkeypat
         monkeypatch.setattr(exporter.source, "PROBE_PROCESS_BYTES", 0)
     with pytest.raises(SourceError) as raised:
         read_capture(source)
-    assert raised.value.path == str(camera)
-    assert "not a readable media file" in str(raised.value)
+    assert raised.value.path == "media/camera.mp4"
+    assert str(raised.value).startswith("media/camera.mp4: not a readable media file")
+    assert str(source) not in str(raised.value)  # named as in the capture, not where it lies
+
+
+def test_a_bad_camera_in_a_zip_is_named_as_in_the_capture(tmp_path: Path):
+    """A ZIP source is unpacked into a temporary folder: the error names the file by its place in the capture,
+    not by a path of the machine that read it (a portal's upload page shows the message)."""
+    import zipfile
+
+    source = generate_capture(tmp_path / "capture", seconds=2, width=64, height=48, camera="mp4", retries=0)
+    (source / "media/camera.mp4").write_bytes(b"\0" * 4096)
+    archive = tmp_path / "capture.zip"
+    with zipfile.ZipFile(archive, "w") as out:
+        for path in sorted(source.rglob("*")):
+            if path.is_file():
+                out.write(path, path.relative_to(source).as_posix())
+    with pytest.raises(SourceError) as raised:
+        read_capture(archive)
+    message = str(raised.value)
+    assert message.startswith("media/camera.mp4: not a readable media file")
+    assert "'media/camera.mp4'" in message and "/tmp" not in message and "ceres-" not in message
