@@ -25,10 +25,11 @@ if [[ ! -x .venv/bin/python ]]; then
     "$python" -m venv .venv
 fi
 stamp=".venv/.installed${extra:+-$extra}"
-# setup.py and the C source: the journal's block parser is compiled by the install (a stale one would be used)
+# setup.py and the C sources: the journal's block parser and the statistics' compiled part are compiled by the
+# install (a stale one would be used)
 installed() {
     [[ -f $1 && ! pyproject.toml -nt $1 && ! clients/ceres-pull/pyproject.toml -nt $1 && ! setup.py -nt $1 \
-        && ! exporter/_journal_block.c -nt $1 ]]
+        && ! exporter/_journal_block.c -nt $1 && ! exporter/_block_stats.c -nt $1 ]]
 }
 # The test extra holds every runtime dependency, so its stamp also stands for a runtime install.
 if ! installed "$stamp" && ! { [[ -z $extra ]] && installed .venv/.installed-test; }; then

@@ -85,3 +85,109 @@ def test_column_scratch_gives_the_same_statistics_in_any_block_size(tmp_path, in
         for block in (2, 3, 409, 500):  # a last block of one dimension joins the one before
             assert scratch_stats(scratch.block, 410, len(values), block) == expected
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_compiled_selection_is_built():
+    """Where the tests run, the install compiled it (python3-dev and gcc): the paths below compare it with numpy."""
+    import exporter.stats
+
+    assert exporter.stats._COMPILED is not None
+
+
+SPECIAL = np.array([0.0, -0.0, np.inf, -np.inf, 1e-45, -1e-45, 1.2e-38, -3.4e38, 3.4e38, 1.0, -1.0, 0.5],
+                   dtype=np.float32)
+
+
+def _rows(rng: np.random.Generator, kind: str, rows: int, count: int) -> np.ndarray:
+    if kind == "normal":
+        return rng.normal(size=(rows, count)).astype(np.float32)
+    if kind == "ties":
+        return rng.integers(-3, 4, size=(rows, count)).astype(np.float32)
+    if kind == "untracked":  # a tenth of zeros, as the states of frames where a hand is not tracked
+        return (rng.normal(size=(rows, count)) * (rng.random((rows, count)) < 0.9)).astype(np.float32)
+    if kind == "special":
+        return rng.choice(SPECIAL, size=(rows, count))
+    if kind == "bits":  # any float32 but NaN: every bucket and every low half may be hit
+        values = rng.integers(0, 2**32, size=(rows, count), dtype=np.uint32).view(np.float32)
+        return np.where(np.isnan(values), np.float32(7.0), values)
+    if kind == "one bucket":  # every value shares its top 16 bits: one bucket holds every position
+        return (np.float32(1.0) + rng.integers(0, 2**16, size=(rows, count)).astype(np.float32) * 2**-23).astype(
+            np.float32)
+    raise AssertionError(kind)
+
+
+@pytest.mark.parametrize("kind", ["normal", "ties", "untracked", "special", "bits", "one bucket"])
+@pytest.mark.parametrize("count", [1, 2, 3, 17, 1000, 70001])
+def test_the_compiled_selection_takes_numpys_values_or_leaves_the_row(kind: str, count: int):
+    """Bit for bit what numpy's partition leaves at every wanted position; a row is left to numpy only when it
+    holds a NaN, or -0.0 and +0.0 where a zero is taken (which of the two numpy leaves depends on its algorithm)."""
+    import exporter.stats
+
+    rng = np.random.default_rng(count * 31 + len(kind))
+    for _ in range(4):
+        block = _rows(rng, kind, 6, count)
+        if kind == "special" and count > 3:
+            block[0, : count // 2] = np.nan
+        kth = sorted(set(rng.integers(0, count, size=int(rng.integers(1, 13))).tolist()) | {0, count - 1})
+        before = block.copy()
+        selected = np.empty((6, len(kth)), dtype=np.float32)
+        left = exporter.stats._COMPILED.select(block, tuple(kth), selected)
+        assert np.array_equal(block.view(np.uint32), before.view(np.uint32))  # not reordered
+        expected = block.copy()
+        expected.partition(kth, axis=1)
+        expected = expected[:, kth]
+        for row in range(6):
+            has_nan = bool(np.isnan(block[row]).any())
+            zeros = block[row][block[row] == 0]
+            mixed = bool(np.signbit(zeros).any() and (~np.signbit(zeros)).any())
+            zero_taken = not has_nan and bool((expected[row] == 0).any())
+            assert (row in left) == (has_nan or (mixed and zero_taken)), (row, left)
+            if row not in left:
+                assert np.array_equal(selected[row].view(np.uint32), expected[row].view(np.uint32)), row
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered")  # the infinities, as numpy itself warns
+def test_statistics_are_the_same_with_the_compiled_selection_and_without(monkeypatch):
+    """Rows the selection takes and rows it leaves (a NaN is not here: block_stats leaves those rows to
+    dimension_stats; mixed zeros are), the quantiles the same bits either way."""
+    import exporter.stats
+
+    rng = np.random.default_rng(11)
+    values = np.concatenate([_rows(rng, kind, 5, 4001) for kind in ("normal", "ties", "untracked", "special",
+                                                                     "bits", "one bucket")])
+    values[3, :2000] = -0.0  # mixed zeros where the median is taken
+    values[3, 2000:] = 0.0
+    values[4, :] = -0.0  # only -0.0: the selection takes it
+    kth = [0, 2000, 4000]
+    assert exporter.stats._COMPILED.select(values[:6].copy(), tuple(kth), np.empty((6, 3), np.float32)) == [3]
+    with_selection = block_stats(values.copy())
+    monkeypatch.setattr(exporter.stats, "_COMPILED", None)
+    assert np.array_equal(np.array(block_stats(values.copy())).view(np.int64),
+                          np.array(with_selection).view(np.int64))
+
+
+@pytest.mark.parametrize(("block", "kth", "out", "message"), [
+    (np.zeros((2, 5), np.float64), (0, 4), np.zeros((2, 2), np.float32), "float32"),
+    (np.zeros((2, 5), np.float32), (0, 4), np.zeros((2, 3), np.float32), "shaped"),
+    (np.zeros((2, 5), np.float32), (4, 0), np.zeros((2, 2), np.float32), "sorted"),
+    (np.zeros((2, 5), np.float32), (0, 5), np.zeros((2, 2), np.float32), "within"),
+    (np.zeros((2, 5), np.float32)[:, ::2], (0, 1), np.zeros((2, 2), np.float32), "contiguous"),
+])
+def test_the_compiled_selection_refuses_what_it_cannot_take(block, kth, out, message: str):
+    import exporter.stats
+
+    with pytest.raises((TypeError, ValueError), match=message):
+        exporter.stats._COMPILED.select(block, kth, out)
+
+
+@pytest.mark.parametrize(("block", "mean", "std", "message"), [
+    (np.zeros((2, 5), np.float64), np.zeros(2), np.zeros(2), "float32"),
+    (np.zeros((2, 5), np.float32), np.zeros(2, np.float32), np.zeros(2), "float64"),
+    (np.zeros((2, 5), np.float32), np.zeros(3), np.zeros(2), "shaped"),
+    (np.zeros((2, 0), np.float32), np.zeros(2), np.zeros(2), "not empty"),
+])
+def test_the_compiled_moments_refuse_what_they_cannot_take(block, mean, std, message: str):
+    import exporter.stats
+
+    with pytest.raises((TypeError, ValueError), match=message):
+        exporter.stats._COMPILED.moments(block, mean, std)
