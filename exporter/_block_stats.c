@@ -157,6 +157,10 @@ static PyObject *select_(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "select: out must be shaped (rows, len(kth))");
         goto done;
     }
+    if (count > (Py_ssize_t)UINT32_MAX) {  /* the buckets' counters are 32-bit */
+        PyErr_SetString(PyExc_ValueError, "select: rows of more than 2**32 - 1 values");
+        goto done;
+    }
     if (wanted > NO_SLOT) {
         PyErr_SetString(PyExc_ValueError, "select: too many positions");
         goto done;

@@ -119,7 +119,7 @@ def _order_statistics(block: np.ndarray, kth: list[int]) -> np.ndarray:
     """What sorting each row of ``block`` would put at the sorted positions ``kth``, shaped (rows, len(kth)):
     selected by the compiled selection for float32 (``block`` left as it is) but for the rows it leaves to
     numpy, else by numpy's partition in place."""
-    if _COMPILED is not None and block.dtype == np.float32 and block.flags.c_contiguous:
+    if _COMPILED is not None and block.dtype == np.float32 and block.flags.c_contiguous and block.shape[1] < 2**32:
         selected = np.empty((block.shape[0], len(kth)), dtype=np.float32)
         for row in _COMPILED.select(block, tuple(kth), selected):  # a NaN, or -0.0 and +0.0 where a zero is taken
             block[row].partition(kth)
