@@ -191,3 +191,31 @@ def test_the_compiled_moments_refuse_what_they_cannot_take(block, mean, std, mes
 
     with pytest.raises((TypeError, ValueError), match=message):
         exporter.stats._COMPILED.moments(block, mean, std)
+
+
+def test_float32_blocks_take_the_compiled_path_and_its_moments_are_numpys(monkeypatch):
+    """The states' blocks go through the module (the tests above would pass if block_stats never called it), and its
+    mean and std alone are numpy's over the C-ordered (rows, dimensions) array, bit for bit."""
+    import exporter.stats
+
+    module = exporter.stats._COMPILED
+    called = []
+
+    class Spy:
+        def select(self, *args):
+            called.append("select")
+            return module.select(*args)
+
+        def moments(self, *args):
+            called.append("moments")
+            return module.moments(*args)
+
+    values = _rows(np.random.default_rng(13), "untracked", 9, 20001)
+    monkeypatch.setattr(exporter.stats, "_COMPILED", Spy())
+    block_stats(values.copy())
+    assert called == ["moments", "select"]
+    whole = np.ascontiguousarray(values.T, dtype=np.float64)  # C-ordered: numpy sums its columns row after row
+    mean, std = np.empty(9), np.empty(9)
+    module.moments(values, mean, std)
+    assert np.array_equal(mean.view(np.int64), whole.mean(axis=0).view(np.int64))
+    assert np.array_equal(std.view(np.int64), whole.std(axis=0).view(np.int64))
