@@ -227,6 +227,24 @@ def test_the_block_parser_is_built():
     assert (block.STATE_DIM, block.THUMB_TIP, block.INDEX_TIP) == (STATE_DIM, THUMB_TIP, INDEX_TIP)
 
 
+def test_parse_journal_takes_plain_lines_through_the_block_parser(tmp_path, monkeypatch):
+    """The comparisons above would pass if the journal never called the parser: here its frame lines go through it."""
+    module = exporter.journal._BLOCK
+    taken = []
+
+    class Spy:
+        def decode(self, data):
+            result = module.decode(data)
+            taken.append(result[0].count(1))  # frame lines it took
+            return result
+
+    monkeypatch.setattr(exporter.journal, "_BLOCK", Spy())
+    path = write_journal(tmp_path, [frame(i) for i in range(20)] + [segment(0, 20, "Wipe")])
+    with path.open("rb") as stream:
+        parse_journal(stream, 30, lambda: path.open("rb")).states.close()
+    assert sum(taken) == 20
+
+
 def block_kinds(data: bytes) -> list[int]:
     kinds, *_ = exporter.journal._BLOCK.decode(data)
     return list(kinds)
